@@ -1,0 +1,30 @@
+# Every target sets itself up: a virtual environment in .venv with torch pinned to 2.13.0.
+PYTHON ?= python3
+VENV ?= .venv
+BIN := $(VENV)/bin
+STAMP := $(VENV)/.installed-stamp
+
+.PHONY: demo test tokenizers bench clean
+
+$(STAMP): pyproject.toml
+	test -x $(BIN)/python || $(PYTHON) -m venv $(VENV)
+	echo "torch==2.13.0" > $(VENV)/constraints.txt
+	$(BIN)/python -m pip install --quiet --upgrade pip
+	$(BIN)/python -m pip install --quiet -c $(VENV)/constraints.txt torch==2.13.0
+	$(BIN)/python -m pip install --quiet -c $(VENV)/constraints.txt -e '.[dev]'
+	touch $(STAMP)
+
+demo: $(STAMP)  ## pretrain a small SMILES encoder with MLM on the built-in corpus
+	$(BIN)/polymask train --modality smiles --objective mlm --out runs/demo
+
+test: $(STAMP)  ## the whole test suite
+	$(BIN)/python -m pytest -q
+
+tokenizers: $(STAMP)  ## rebuild the built-in tokenizers from the built-in corpora
+	$(BIN)/polymask tokenizer train --modality smiles --out tokenizers/smiles
+	$(BIN)/polymask tokenizer train --modality text --out tokenizers/text --vocab-size 8192
+	$(BIN)/polymask tokenizer train --modality dna --out tokenizers/dna
+	$(BIN)/polymask tokenizer train --modality dna --option overlapping=true --out tokenizers/dna-6mer-overlap
+
+clean:
+	rm -rf $(VENV) runs build dist

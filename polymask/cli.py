@@ -1,0 +1,178 @@
+"""The ``polymask`` command line: ``polymask <verb> ...``."""
+from __future__ import annotations
+
+import argparse
+import json
+import sys
+from pathlib import Path
+from typing import Any, Callable
+
+from polymask.errors import PolymaskError
+from polymask.registry import UnknownNameError
+
+
+def _run_config_dict(args: argparse.Namespace) -> dict[str, Any]:
+    from polymask.config import apply_override, load_yaml, merge
+
+    raw: dict[str, Any] = load_yaml(args.config) if args.config else {}
+    cli: dict[str, Any] = {}
+    if args.modality:
+        cli["modality"] = {"name": args.modality}
+    if args.objective:
+        cli["objective"] = {"name": args.objective}
+    for key in ("modality", "objective"):
+        if isinstance(raw.get(key), str):
+            raw[key] = {"name": raw[key]}
+    raw = merge(raw, cli)
+    if args.data:
+        raw.setdefault("data", {})["paths"] = [str(p) for p in args.data]
+    if args.column:
+        raw.setdefault("data", {})["column"] = args.column
+    if args.strict:
+        raw.setdefault("data", {})["strict"] = True
+    if args.out:
+        raw["out"] = str(args.out)
+    for assignment in args.set or []:
+        apply_override(raw, assignment)
+    return raw
+
+
+def load_plugins(specs: list[str] | None) -> None:
+    """Import modules (by name or .py path) that register custom modalities or objectives."""
+    import importlib
+    import importlib.util
+
+    for spec in specs or []:
+        if spec.endswith(".py"):
+            path = Path(spec)
+            if not path.is_file():
+                raise PolymaskError(f"plugin file not found: {path}")
+            module_spec = importlib.util.spec_from_file_location(path.stem, path)
+            module = importlib.util.module_from_spec(module_spec)
+            sys.modules[path.stem] = module
+            module_spec.loader.exec_module(module)
+        else:
+            try:
+                importlib.import_module(spec)
+            except ImportError as exc:
+                raise PolymaskError(f"cannot import plugin module '{spec}': {exc}") from None
+
+
+def cmd_train(args: argparse.Namespace) -> int:
+    from polymask.config import build_run_config
+    from polymask.training.trainer import train
+
+    if args.resume and not (args.config or args.modality or args.objective or args.set):
+        train(resume=args.resume)
+        return 0
+    raw = _run_config_dict(args)
+    if args.resume:
+        from polymask.config import merge
+        from polymask.training.checkpoint import load_checkpoint
+
+        raw = merge(load_checkpoint(args.resume).config, raw)
+    train(build_run_config(raw), resume=args.resume)
+    return 0
+
+
+def cmd_tokenizer_train(args: argparse.Namespace) -> int:
+    from polymask.config import apply_override
+    from polymask.data.corpus import iter_source_records
+    from polymask.errors import InvalidRecord
+    from polymask.modalities import MODALITIES
+    from polymask.tokenization import save_tokenizer
+
+    modality_cls = MODALITIES.get(args.modality)
+    raw: dict[str, Any] = {"name": args.modality}
+    for assignment in args.option or []:
+        apply_override(raw, assignment)
+    modality = modality_cls(modality_cls.Config.model_validate(raw))
+    paths = args.input or modality.corpus_paths()
+    texts, skipped = [], 0
+    for record in iter_source_records(paths, args.column, modality.default_columns):
+        try:
+            texts.append(modality.tokenizer_input(modality.normalize(record.text)))
+        except InvalidRecord:
+            skipped += 1
+    tokenizer = modality.build_tokenizer(texts, args.vocab_size)
+    save_tokenizer(tokenizer, args.out)
+    print(json.dumps({"out": str(args.out), "records": len(texts), "skipped": skipped,
+                      "vocab_size": tokenizer.get_vocab_size()}))
+    return 0
+
+
+def cmd_bench(args: argparse.Namespace) -> int:
+    from polymask.bench import run_bench
+
+    run_bench(args.modality, args.preset, args.batch_size, args.max_len, tuple(args.objectives.split(",")),
+              args.warmup, args.steps, args.out)
+    return 0
+
+
+def _add_train(sub: argparse._SubParsersAction) -> None:
+    parser = sub.add_parser("train", help="pretrain an encoder", description="Pretrain an encoder with one objective.")
+    parser.add_argument("--modality", help="registered modality (smiles, dna, text, ...)")
+    parser.add_argument("--objective", help="registered objective (mlm, ...)")
+    parser.add_argument("--config", help="YAML recipe: a path or a built-in name (see configs/)")
+    parser.add_argument("--data", nargs="+", type=Path, help="corpus files (default: the modality's built-in corpus)")
+    parser.add_argument("--column", help="column/field holding sequences in csv/tsv/jsonl/parquet files")
+    parser.add_argument("--out", type=Path, help="run folder (default runs/<modality>-<objective>)")
+    parser.add_argument("--set", action="append", metavar="KEY=VALUE", help="override a config field, e.g. train.lr=3e-4")
+    parser.add_argument("--strict", action="store_true", help="fail on the first invalid record")
+    parser.add_argument("--resume", type=Path, help="continue from a run or checkpoint folder")
+    parser.add_argument("--plugin", action="append", help="module or .py file registering custom modalities/objectives")
+    parser.set_defaults(handler=cmd_train)
+
+
+def _add_tokenizer(sub: argparse._SubParsersAction) -> None:
+    parser = sub.add_parser("tokenizer", help="build tokenizers")
+    verbs = parser.add_subparsers(dest="tokenizer_verb", required=True)
+    build = verbs.add_parser("train", help="build a modality's tokenizer from a corpus")
+    build.add_argument("--modality", required=True)
+    build.add_argument("--input", nargs="+", type=Path, help="corpus files (default: the built-in corpus)")
+    build.add_argument("--out", type=Path, required=True, help="folder for tokenizer.json")
+    build.add_argument("--vocab-size", type=int, help="vocabulary size (BPE) or cap (SMILES)")
+    build.add_argument("--column", help="column/field holding sequences")
+    build.add_argument("--option", action="append", metavar="KEY=VALUE", help="modality option, e.g. k=4")
+    build.add_argument("--plugin", action="append", help="module or .py file registering custom modalities")
+    build.set_defaults(handler=cmd_tokenizer_train)
+
+
+def _add_bench(sub: argparse._SubParsersAction) -> None:
+    parser = sub.add_parser("bench", help="training throughput next to HF BertForMaskedLM")
+    parser.add_argument("--modality", default="smiles")
+    parser.add_argument("--preset", default="mini", help="encoder size preset")
+    parser.add_argument("--batch-size", type=int, default=32)
+    parser.add_argument("--max-len", type=int, default=128)
+    parser.add_argument("--objectives", default="mlm", help="comma-separated objectives")
+    parser.add_argument("--warmup", type=int, default=5, help="untimed steps first")
+    parser.add_argument("--steps", type=int, default=40, help="timed steps")
+    parser.add_argument("--out", type=Path, default=Path("docs/results/bench"), help="folder for the .md/.json results")
+    parser.set_defaults(handler=cmd_bench)
+
+
+COMMANDS: list[Callable[[argparse._SubParsersAction], None]] = [_add_train, _add_tokenizer, _add_bench]
+
+
+def build_parser() -> argparse.ArgumentParser:
+    parser = argparse.ArgumentParser(prog="polymask", description="Masked pretraining for text, SMILES and DNA.")
+    sub = parser.add_subparsers(dest="command", required=True)
+    for add in COMMANDS:
+        add(sub)
+    return parser
+
+
+def main(argv: list[str] | None = None) -> int:
+    args = build_parser().parse_args(argv)
+    try:
+        load_plugins(getattr(args, "plugin", None))
+        return args.handler(args)
+    except (PolymaskError, UnknownNameError) as exc:
+        print(f"polymask: error: {exc}", file=sys.stderr)
+        return 2
+    except KeyboardInterrupt:
+        return 130
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,184 @@
+"""Run configuration: pydantic models with documented fields, YAML loading, CLI overrides.
+
+A run is ``RunConfig``: which modality and objective (each validated by the config model that the
+registered class declares), the encoder size, the data and the training schedule. Every field has
+a type, a default and a description; a wrong key or value fails at load time with a message that
+names the field.
+"""
+from __future__ import annotations
+
+import os
+import re
+from pathlib import Path
+from typing import Any, Literal
+
+import yaml
+from pydantic import Field, SerializeAsAny, ValidationError
+
+from polymask.errors import ConfigError
+from polymask.model.encoder import EncoderConfig
+from polymask.registry import UnknownNameError
+from polymask.resources import builtin_config
+from polymask.schema import ComponentConfig, StrictModel
+
+SCIENTIFIC = re.compile(r"[-+]?(\d+\.?\d*|\.\d+)[eE][-+]?\d+")
+
+
+class DataConfig(StrictModel):
+    paths: list[Path] = Field(default_factory=list, description="corpus files; empty: the modality's built-in corpus")
+    column: str | None = Field(None, description="column or field holding the sequence (csv/tsv/jsonl/parquet)")
+    max_len: int = Field(128, ge=8, le=8192, description="maximum tokens per sequence, specials included")
+    val_fraction: float = Field(0.05, ge=0.0, lt=0.5, description="fraction of records held out for validation")
+    max_val_records: int = Field(1000, ge=0, description="cap on held-out validation records")
+    batching: Literal["bucket", "random"] = Field(
+        "bucket", description="bucket: batches of similar length (little padding); random: plain shuffling")
+    bucket_pool: int = Field(64, ge=1, description="batches per sorting pool when bucketing")
+    cache_dir: Path | None = Field(None, description="tokenised-data cache; default $POLYMASK_CACHE or ~/.cache/polymask")
+    strict: bool = Field(False, description="fail on the first invalid record instead of skipping and counting it")
+
+    def resolved_cache_dir(self) -> Path:
+        if self.cache_dir is not None:
+            return self.cache_dir
+        return Path(os.environ.get("POLYMASK_CACHE", Path.home() / ".cache" / "polymask"))
+
+
+class TrainConfig(StrictModel):
+    batch_size: int = Field(32, ge=1, description="sequences per micro-batch")
+    grad_accum: int = Field(1, ge=1, description="micro-batches per optimiser step")
+    max_steps: int = Field(1500, ge=1, description="optimiser steps; the learning-rate schedule spans them")
+    max_time: float | None = Field(None, gt=0, description="wall-clock budget in seconds (stops early)")
+    stop_after_steps: int | None = Field(
+        None, ge=1, description="stop this invocation after N steps and checkpoint (schedule still follows max_steps)")
+    lr: float = Field(1e-3, gt=0, description="peak learning rate")
+    min_lr_ratio: float = Field(0.1, ge=0, le=1, description="final learning rate as a fraction of the peak")
+    warmup_steps: int = Field(100, ge=0, description="linear warm-up steps")
+    schedule: Literal["cosine", "linear", "constant"] = Field("cosine", description="decay after warm-up")
+    weight_decay: float = Field(0.01, ge=0, description="AdamW weight decay (matrices only)")
+    betas: tuple[float, float] = Field((0.9, 0.98), description="AdamW betas")
+    eps: float = Field(1e-6, gt=0, description="AdamW epsilon")
+    grad_clip: float | None = Field(1.0, gt=0, description="gradient-norm clipping; null disables")
+    eval_every: int = Field(250, ge=1, description="steps between validation passes")
+    eval_batches: int | None = Field(None, ge=1, description="cap on validation batches; null: the whole split")
+    save_every: int = Field(500, ge=1, description="steps between checkpoints (one is always written at the end)")
+    keep_checkpoints: int = Field(2, ge=1, description="checkpoints kept on disk (newest first)")
+    log_every: int = Field(10, ge=1, description="steps between metric lines in metrics.jsonl")
+    seed: int = Field(0, description="seed for initialisation, data order and masking")
+    device: str = Field("auto", description="auto (cuda if available, else cpu), cpu, cuda or cuda:N")
+    precision: Literal["auto", "fp32", "bf16"] = Field(
+        "auto", description="auto: bf16 autocast where the device has native bf16 (recent GPUs and CPUs), else fp32")
+    compile: bool = Field(False, description="torch.compile the encoder")
+    threads: int | None = Field(None, ge=1, description="CPU threads for torch; null: torch's default")
+    progress: bool = Field(True, description="show a progress bar")
+
+
+class RunConfig(StrictModel):
+    modality: SerializeAsAny[ComponentConfig] = Field(description="modality config (name + its options)")
+    objective: SerializeAsAny[ComponentConfig] = Field(description="objective config (name + its options)")
+    model: EncoderConfig = Field(default_factory=EncoderConfig, description="encoder size")
+    data: DataConfig = Field(default_factory=DataConfig)
+    train: TrainConfig = Field(default_factory=TrainConfig)
+    out: Path | None = Field(None, description="run folder; default runs/<modality>-<objective>")
+
+    def out_dir(self) -> Path:
+        return self.out or Path("runs") / f"{self.modality.name}-{self.objective.name}"
+
+
+def _format_errors(error: ValidationError, prefix: str = "") -> list[str]:
+    lines = []
+    for item in error.errors():
+        loc = ".".join(str(part) for part in (prefix, *item["loc"]) if part != "")
+        shown = "" if item["type"] == "missing" else f" (got {item['input']!r})"
+        lines.append(f"{loc or '<root>'}: {item['msg']}{shown}")
+    return lines
+
+
+def _component(raw: Any, field: str, registry: Any, errors: list[str]) -> ComponentConfig | None:
+    if isinstance(raw, str):
+        raw = {"name": raw}
+    if not isinstance(raw, dict) or "name" not in raw:
+        errors.append(f"{field}.name: required; choose one of: {', '.join(registry.names())}")
+        return None
+    try:
+        cls = registry.get(raw["name"])
+    except UnknownNameError as exc:
+        errors.append(f"{field}.name: {exc}")
+        return None
+    try:
+        return cls.Config.model_validate(raw)
+    except ValidationError as exc:
+        errors.extend(_format_errors(exc, field))
+        return None
+
+
+def build_run_config(raw: dict[str, Any]) -> RunConfig:
+    """Validate a raw (YAML/CLI) dict into a ``RunConfig``; raises ``ConfigError`` naming each bad field."""
+    from polymask.modalities import MODALITIES
+    from polymask.objectives import OBJECTIVES
+
+    if not isinstance(raw, dict):
+        raise ConfigError(f"a run config must be a mapping, got {type(raw).__name__}")
+    errors: list[str] = []
+    modality = _component(raw.get("modality"), "modality", MODALITIES, errors)
+    objective = _component(raw.get("objective"), "objective", OBJECTIVES, errors)
+    rest = {key: value for key, value in raw.items() if key not in ("modality", "objective")}
+    try:
+        config = RunConfig.model_validate({
+            **rest,
+            "modality": modality or ComponentConfig(name="?"),
+            "objective": objective or ComponentConfig(name="?"),
+        })
+    except ValidationError as exc:
+        errors.extend(_format_errors(exc))
+        config = None
+    if errors:
+        raise ConfigError("invalid config:\n  " + "\n  ".join(errors))
+    return config
+
+
+def load_yaml(path_or_name: str | Path) -> dict[str, Any]:
+    """Read a YAML recipe from a path, or by name from the built-in ``configs/``."""
+    path = Path(path_or_name)
+    if not path.is_file():
+        builtin = builtin_config(str(path_or_name))
+        if builtin is None:
+            raise ConfigError(f"config '{path_or_name}' is neither a file nor a built-in recipe")
+        path = builtin
+    try:
+        data = yaml.safe_load(path.read_text()) or {}
+    except yaml.YAMLError as exc:
+        raise ConfigError(f"{path}: not valid YAML: {exc}") from None
+    if not isinstance(data, dict):
+        raise ConfigError(f"{path}: a run config must be a mapping at the top level")
+    return data
+
+
+def apply_override(raw: dict[str, Any], assignment: str) -> None:
+    """Apply one ``dotted.key=value`` override in place; the value is parsed as YAML."""
+    key, sep, value = assignment.partition("=")
+    if not sep or not key:
+        raise ConfigError(f"override '{assignment}' is not of the form key=value")
+    parts = key.strip().split(".")
+    node = raw
+    for part in parts[:-1]:
+        child = node.get(part)
+        if isinstance(child, str) and part in ("modality", "objective"):
+            child = {"name": child}
+        if not isinstance(child, dict):
+            child = {}
+        node[part] = child
+        node = child
+    parsed = yaml.safe_load(value)
+    if isinstance(parsed, str) and SCIENTIFIC.fullmatch(parsed):
+        parsed = float(parsed)  # YAML 1.1 reads 3e-4 (no dot) as a string
+    node[parts[-1]] = parsed
+
+
+def merge(base: dict[str, Any], update: dict[str, Any]) -> dict[str, Any]:
+    """Recursive dict merge; ``update`` wins."""
+    result = dict(base)
+    for key, value in update.items():
+        if isinstance(value, dict) and isinstance(result.get(key), dict):
+            result[key] = merge(result[key], value)
+        else:
+            result[key] = value
+    return result

@@ -1,0 +1,1 @@
+"""Data pipeline: reading records, tokenising and caching, batching, masking."""

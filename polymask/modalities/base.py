@@ -1,0 +1,99 @@
+"""The ``Modality`` base class: how raw records of one kind of sequence become tokens.
+
+A modality validates and canonicalises each record (``normalize``), optionally augments it when
+a batch is drawn (``augment``), owns a ``tokenizers.Tokenizer`` (built by ``build_tokenizer``,
+saved under ``tokenizers/<name>/``) and decides the masking unit (``mask_span``) and what happens
+to sequences longer than the model (``overflow``: cut into windows, or skip and report).
+"""
+from __future__ import annotations
+
+import random
+from pathlib import Path
+from typing import ClassVar, Iterable, Literal
+
+from pydantic import Field
+from tokenizers import Tokenizer
+
+from polymask.errors import DataError
+from polymask.resources import builtin_dir
+from polymask.schema import ComponentConfig
+from polymask.tokenization import load_tokenizer
+
+
+class ModalityConfig(ComponentConfig):
+    """Options shared by every modality."""
+
+    tokenizer: Path | None = Field(None, description="tokenizer.json (or its folder); default: the built-in one")
+    augment: bool = Field(False, description="augment each sequence when it is drawn (modality-specific)")
+
+
+class Modality:
+    """Base class; subclasses set ``name``/``Config`` and implement ``normalize`` and ``build_tokenizer``."""
+
+    name: ClassVar[str]
+    Config: ClassVar[type[ModalityConfig]] = ModalityConfig
+    #: "window": long sequences are cut into consecutive windows; "skip": reported and skipped.
+    overflow: ClassVar[Literal["window", "skip"]] = "skip"
+    #: True: records are concatenated and cut into full-length blocks (text); False: one per sequence.
+    packed: ClassVar[bool] = False
+    #: Built-in corpus files, relative to ``polymask/corpora``.
+    default_corpus: ClassVar[tuple[str, ...]] = ()
+    #: Column or field to read from tabular files when the user names none.
+    default_columns: ClassVar[tuple[str, ...]] = ("text", "sequence")
+    #: False when the vocabulary is fixed by the modality (k-mers, residues): with no built-in
+    #: tokenizer file, ``build_tokenizer(())`` makes one without a corpus.
+    learned_vocabulary: ClassVar[bool] = True
+
+    def __init__(self, config: ModalityConfig | None = None) -> None:
+        self.config = config if config is not None else self.Config(name=self.name)
+
+    def normalize(self, text: str) -> str:
+        """Validate and canonicalise one record; raise ``InvalidRecord(reason)`` if unusable."""
+        raise NotImplementedError
+
+    def augment(self, text: str, rng: random.Random) -> str:
+        """A random variant of a normalised record (identity by default)."""
+        return text
+
+    def tokenizer_input(self, text: str) -> str:
+        """The string handed to the tokenizer for a normalised record."""
+        return text
+
+    def build_tokenizer(self, texts: Iterable[str], vocab_size: int | None = None) -> Tokenizer:
+        """Build this modality's tokenizer from normalised records."""
+        raise NotImplementedError
+
+    @property
+    def mask_span(self) -> int:
+        """Masking unit in tokens: 1, or k for overlapping k-mers (a base would leak otherwise)."""
+        return 1
+
+    @property
+    def tokenizer_name(self) -> str:
+        """Folder under ``tokenizers/`` holding the built-in tokenizer for this configuration."""
+        return self.name
+
+    def corpus_paths(self) -> list[Path]:
+        """The built-in pretraining corpus."""
+        if not self.default_corpus:
+            raise DataError(f"modality '{self.name}' has no built-in corpus; pass --data FILE")
+        root = builtin_dir("corpora")
+        return [root / relative for relative in self.default_corpus]
+
+    def load_tokenizer(self) -> Tokenizer:
+        """The configured tokenizer, else the built-in one for this configuration."""
+        if self.config.tokenizer is not None:
+            return load_tokenizer(self.config.tokenizer)
+        path = builtin_dir("tokenizers") / self.tokenizer_name / "tokenizer.json"
+        if not path.is_file() and not self.learned_vocabulary:
+            return self.build_tokenizer(())
+        if not path.is_file():
+            raise DataError(
+                f"no built-in tokenizer '{self.tokenizer_name}' for modality '{self.name}'; build one with "
+                f"`polymask tokenizer train --modality {self.name} --input FILES --out DIR` "
+                f"and pass it as modality.tokenizer=DIR")
+        return load_tokenizer(path)
+
+    def decode(self, tokenizer: Tokenizer, ids: list[int]) -> str:
+        """Token ids back to the normalised record (special tokens dropped)."""
+        return tokenizer.decode(ids, skip_special_tokens=True)

@@ -1,0 +1,93 @@
+"""DNA: IUPAC validation, k-mer tokenizers (non-overlapping by default), windows, reverse complement."""
+from __future__ import annotations
+
+import itertools
+import random
+from typing import Iterable
+
+from pydantic import Field
+from tokenizers import Regex, Tokenizer, decoders, models, pre_tokenizers
+
+from polymask.errors import InvalidRecord
+from polymask.modalities.base import Modality, ModalityConfig
+from polymask.modalities.registry import MODALITIES
+from polymask.tokenization import SPECIAL_TOKENS, add_special_token_processing
+
+BASES = "ACGT"
+#: IUPAC nucleotide codes other than A/C/G/T; each becomes N (U becomes T).
+AMBIGUITY_CODES = "RYSWKMBDHVN"
+COMPLEMENT = str.maketrans("ACGTN", "TGCAN")
+
+
+class DnaConfig(ModalityConfig):
+    name: str = "dna"
+    k: int = Field(6, ge=1, le=8, description="k-mer length")
+    overlapping: bool = Field(False, description="overlapping k-mers (stride 1, DNABERT); masking then spans k tokens")
+    augment: bool = Field(False, description="reverse-complement each window with probability 0.5 when drawn")
+
+
+@MODALITIES.register("dna")
+class Dna(Modality):
+    """Nucleotide sequences as k-mers: non-overlapping (Nucleotide Transformer) or overlapping (DNABERT)."""
+
+    name = "dna"
+    Config = DnaConfig
+    overflow = "window"
+    default_corpus = ("dna/16s_gold.fasta.gz",)
+    default_columns = ("sequence", "seq", "dna")
+    learned_vocabulary = False
+    config: DnaConfig
+
+    def normalize(self, text: str) -> str:
+        sequence = "".join(text.split()).upper().replace("U", "T")
+        if not sequence:
+            raise InvalidRecord("empty sequence")
+        for position, char in enumerate(sequence):
+            if char not in BASES and char not in AMBIGUITY_CODES:
+                raise InvalidRecord(f"character {char!r} at position {position} is not an IUPAC nucleotide code")
+        sequence = sequence.translate(str.maketrans(AMBIGUITY_CODES, "N" * len(AMBIGUITY_CODES)))
+        if self.config.overlapping and len(sequence) < self.config.k:
+            raise InvalidRecord(f"sequence of {len(sequence)} bases is shorter than k={self.config.k}")
+        return sequence
+
+    def augment(self, text: str, rng: random.Random) -> str:
+        if self.config.augment and rng.random() < 0.5:
+            return text.translate(COMPLEMENT)[::-1]
+        return text
+
+    def tokenizer_input(self, text: str) -> str:
+        if not self.config.overlapping:
+            return text
+        k = self.config.k
+        return " ".join(text[i:i + k] for i in range(len(text) - k + 1))
+
+    @property
+    def mask_span(self) -> int:
+        return self.config.k if self.config.overlapping else 1
+
+    @property
+    def tokenizer_name(self) -> str:
+        if self.config.k == 6 and not self.config.overlapping:
+            return "dna"
+        return f"dna-{self.config.k}mer" + ("-overlap" if self.config.overlapping else "")
+
+    def build_tokenizer(self, texts: Iterable[str] = (), vocab_size: int | None = None) -> Tokenizer:
+        """The k-mer vocabulary is fixed by k: every k-mer of A/C/G/T (plus single bases and N)."""
+        k = self.config.k
+        kmers = ["".join(letters) for letters in itertools.product(BASES, repeat=k)]
+        if self.config.overlapping:
+            vocab = list(SPECIAL_TOKENS) + kmers
+            pre_tokenizer = pre_tokenizers.WhitespaceSplit()
+        else:
+            vocab = list(SPECIAL_TOKENS) + list(BASES + "N") + (kmers if k > 1 else [])
+            pre_tokenizer = pre_tokenizers.Split(Regex(f"[ACGT]{{{k}}}|[ACGTN]"), behavior="isolated")
+        tokenizer = Tokenizer(models.WordLevel({token: index for index, token in enumerate(vocab)}, unk_token="[UNK]"))
+        tokenizer.pre_tokenizer = pre_tokenizer
+        tokenizer.decoder = decoders.Fuse()
+        return add_special_token_processing(tokenizer)
+
+    def decode(self, tokenizer: Tokenizer, ids: list[int]) -> str:
+        if not self.config.overlapping:
+            return super().decode(tokenizer, ids)
+        kmers = [tokenizer.id_to_token(i) for i in ids if i >= len(SPECIAL_TOKENS)]
+        return kmers[0] + "".join(kmer[-1] for kmer in kmers[1:]) if kmers else ""

@@ -1,0 +1,8 @@
+"""Objectives: MLM (and, as they land, MAE-LM and ExLM). Register your own with ``@register_objective``."""
+from polymask.objectives.base import Objective, ObjectiveConfig, ObjectiveOutput
+from polymask.objectives.registry import OBJECTIVES
+from polymask.objectives import mlm  # noqa: F401  (registers the built-ins)
+
+register_objective = OBJECTIVES.register
+
+__all__ = ["OBJECTIVES", "Objective", "ObjectiveConfig", "ObjectiveOutput", "register_objective"]

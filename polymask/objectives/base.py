@@ -1,0 +1,83 @@
+"""The ``Objective`` strategy: how a batch is corrupted, which extra modules exist, what the loss is.
+
+An objective wraps the shared encoder (``self.encoder``); every other submodule it owns (an LM
+head, MAE-LM's decoder, ExLM's transition projections) is dropped when the encoder is fine-tuned
+or exported: only the ``encoder.`` weights are kept.
+"""
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Any, ClassVar
+
+import torch
+import torch.nn.functional as F
+from pydantic import Field
+from torch import Tensor, nn
+
+from polymask.data.batching import Batch
+from polymask.model.encoder import Encoder
+from polymask.schema import ComponentConfig
+from polymask.tokenization import SpecialIds
+
+
+class ObjectiveConfig(ComponentConfig):
+    """Options shared by every objective."""
+
+    mask_ratio: float = Field(0.15, gt=0, lt=1, description="fraction of maskable tokens selected per sequence")
+
+
+@dataclass
+class ObjectiveOutput:
+    """Loss of one batch plus the counts behind masked-token accuracy."""
+
+    loss: Tensor
+    predictions: int
+    correct: Tensor
+
+
+class LMHead(nn.Module):
+    """BERT's prediction head: dense -> GELU -> LayerNorm -> tied vocabulary projection (+ bias)."""
+
+    def __init__(self, d_model: int, embedding: nn.Embedding, norm_eps: float = 1e-5) -> None:
+        super().__init__()
+        self.dense = nn.Linear(d_model, d_model)
+        self.norm = nn.LayerNorm(d_model, eps=norm_eps)
+        self.embedding = [embedding]  # a list, so the tied weight is not registered (or saved) twice
+        self.bias = nn.Parameter(torch.zeros(embedding.num_embeddings))
+        nn.init.normal_(self.dense.weight, std=0.02)
+        nn.init.zeros_(self.dense.bias)
+
+    def forward(self, hidden: Tensor) -> Tensor:
+        hidden = self.norm(F.gelu(self.dense(hidden), approximate="tanh"))
+        return F.linear(hidden, self.embedding[0].weight, self.bias)
+
+
+class Objective(nn.Module):
+    """Base class; subclasses set ``Config`` and implement ``forward``."""
+
+    Config: ClassVar[type[ObjectiveConfig]] = ObjectiveConfig
+
+    def __init__(self, config: ObjectiveConfig, encoder: Encoder, specials: SpecialIds, mask_span: int = 1) -> None:
+        super().__init__()
+        self.config = config
+        self.encoder = encoder
+        self.specials = specials
+        self.mask_span = mask_span
+        self.register_buffer("special_ids", torch.tensor(specials.all), persistent=False)
+        pool = [i for i in range(encoder.vocab_size) if i not in set(specials.all)]
+        self.register_buffer("random_pool", torch.tensor(pool), persistent=False)
+
+    @classmethod
+    def encoder_overrides(cls, config: ObjectiveConfig) -> dict[str, Any]:
+        """Encoder settings this objective needs (e.g. ExLM's 2D positions)."""
+        return {}
+
+    def forward(self, batch: Batch, generator: torch.Generator) -> ObjectiveOutput:
+        raise NotImplementedError
+
+
+def token_loss(logits: Tensor, targets: Tensor) -> ObjectiveOutput:
+    """Mean cross-entropy (in fp32) over prediction rows, with the correct-prediction count."""
+    loss = F.cross_entropy(logits.float(), targets)
+    correct = (logits.detach().argmax(dim=-1) == targets).sum()
+    return ObjectiveOutput(loss, int(targets.numel()), correct)

@@ -1,0 +1,49 @@
+"""Masked language modelling (BERT): corrupt ~15% of tokens 80/10/10, predict them."""
+from __future__ import annotations
+
+import torch
+from pydantic import Field, model_validator
+
+from polymask.data.batching import Batch
+from polymask.data.masking import bert_corrupt, maskable_positions, sample_mask
+from polymask.model.encoder import Encoder
+from polymask.objectives.base import LMHead, Objective, ObjectiveConfig, ObjectiveOutput, token_loss
+from polymask.objectives.registry import OBJECTIVES
+from polymask.tokenization import SpecialIds
+
+
+class MLMConfig(ObjectiveConfig):
+    name: str = "mlm"
+    mask_prob: float = Field(0.8, ge=0, le=1, description="selected positions replaced by [MASK]")
+    random_prob: float = Field(0.1, ge=0, le=1, description="selected positions replaced by a random token")
+
+    @model_validator(mode="after")
+    def _check_split(self) -> "MLMConfig":
+        if self.mask_prob + self.random_prob > 1:
+            raise ValueError(f"mask_prob + random_prob = {self.mask_prob + self.random_prob} exceeds 1")
+        return self
+
+
+@OBJECTIVES.register("mlm")
+class MaskedLM(Objective):
+    """BERT-style MLM; the vocabulary projection runs only on the selected positions."""
+
+    Config = MLMConfig
+    config: MLMConfig
+
+    def __init__(self, config: MLMConfig, encoder: Encoder, specials: SpecialIds, mask_span: int = 1) -> None:
+        super().__init__(config, encoder, specials, mask_span)
+        self.head = LMHead(encoder.config.d_model, encoder.embed, encoder.config.norm_eps)
+
+    def select(self, batch: Batch, generator: torch.Generator) -> tuple[torch.Tensor, torch.Tensor]:
+        """The selected positions (B, L) and the corrupted input ids."""
+        maskable = maskable_positions(batch.input_ids, self.special_ids)
+        selected = sample_mask(maskable, self.config.mask_ratio, generator, self.mask_span)
+        corrupted = bert_corrupt(batch.input_ids, selected, self.specials.mask, self.random_pool, generator,
+                                 self.config.mask_prob, self.config.random_prob)
+        return selected, corrupted
+
+    def forward(self, batch: Batch, generator: torch.Generator) -> ObjectiveOutput:
+        selected, corrupted = self.select(batch, generator)
+        hidden = self.encoder(corrupted, attention_mask=batch.attention_mask)
+        return token_loss(self.head(hidden[selected]), batch.input_ids[selected])

@@ -1,0 +1,57 @@
+"""A small generic name -> object registry, used for modalities, objectives and tasks."""
+from __future__ import annotations
+
+from typing import Callable, Generic, Iterator, TypeVar
+
+T = TypeVar("T")
+
+
+class UnknownNameError(ValueError):
+    """A name that is not registered; the message lists the valid choices."""
+
+
+class Registry(Generic[T]):
+    """Maps names to registered objects (usually classes).
+
+    >>> MODALITIES = Registry[type]("modality")
+    >>> @MODALITIES.register("protein")
+    ... class Protein: ...
+    """
+
+    def __init__(self, kind: str) -> None:
+        self.kind = kind
+        self._items: dict[str, T] = {}
+
+    def register(self, name: str) -> Callable[[T], T]:
+        """Decorator that registers an object under ``name`` (a duplicate name is an error)."""
+
+        def decorate(obj: T) -> T:
+            existing = self._items.get(name)
+            if existing is not None and existing is not obj:
+                raise ValueError(f"{self.kind} '{name}' is already registered ({existing!r})")
+            self._items[name] = obj
+            return obj
+
+        return decorate
+
+    def unregister(self, name: str) -> None:
+        """Remove ``name`` (for tests and interactive sessions)."""
+        self._items.pop(name, None)
+
+    def get(self, name: str) -> T:
+        """The object registered as ``name``; an unknown name lists the valid choices."""
+        try:
+            return self._items[name]
+        except KeyError:
+            raise UnknownNameError(
+                f"unknown {self.kind} '{name}'; choose one of: {', '.join(self.names()) or '(none)'}"
+            ) from None
+
+    def names(self) -> list[str]:
+        return sorted(self._items)
+
+    def __contains__(self, name: object) -> bool:
+        return name in self._items
+
+    def __iter__(self) -> Iterator[str]:
+        return iter(self.names())

@@ -1,0 +1,92 @@
+"""Tokenizer helpers shared by every modality: special tokens, saving, loading, HF export.
+
+Every polymask tokenizer is a ``tokenizers.Tokenizer`` whose first five ids are
+[PAD] [UNK] [CLS] [SEP] [MASK], with a post-processor that wraps a sequence as
+``[CLS] a [SEP]`` (and a pair as ``[CLS] a [SEP] b [SEP]``). Saved folders hold
+``tokenizer.json`` plus the files ``transformers.PreTrainedTokenizerFast.from_pretrained`` reads.
+"""
+from __future__ import annotations
+
+import hashlib
+from dataclasses import dataclass
+from pathlib import Path
+from typing import TYPE_CHECKING
+
+from tokenizers import AddedToken, Tokenizer, processors
+
+from polymask.errors import DataError
+
+if TYPE_CHECKING:
+    from transformers import PreTrainedTokenizerFast
+
+SPECIAL_TOKENS = ("[PAD]", "[UNK]", "[CLS]", "[SEP]", "[MASK]")
+HF_SPECIALS = {"pad_token": "[PAD]", "unk_token": "[UNK]", "cls_token": "[CLS]",
+               "sep_token": "[SEP]", "mask_token": "[MASK]"}
+
+
+@dataclass(frozen=True)
+class SpecialIds:
+    """Ids of the five special tokens of a tokenizer."""
+
+    pad: int
+    unk: int
+    cls: int
+    sep: int
+    mask: int
+
+    @classmethod
+    def of(cls, tokenizer: Tokenizer) -> "SpecialIds":
+        ids = [tokenizer.token_to_id(token) for token in SPECIAL_TOKENS]
+        missing = [token for token, index in zip(SPECIAL_TOKENS, ids) if index is None]
+        if missing:
+            raise DataError(f"tokenizer lacks the special tokens {missing}; polymask needs {list(SPECIAL_TOKENS)}")
+        return cls(*ids)
+
+    @property
+    def all(self) -> tuple[int, ...]:
+        return (self.pad, self.unk, self.cls, self.sep, self.mask)
+
+
+def add_special_token_processing(tokenizer: Tokenizer) -> Tokenizer:
+    """Mark the five specials as special (skipped when decoding) and install the
+    [CLS] a [SEP] / [CLS] a [SEP] b [SEP] post-processor."""
+    ids = SpecialIds.of(tokenizer)
+    tokenizer.add_special_tokens([AddedToken(token, special=True) for token in SPECIAL_TOKENS])
+    tokenizer.post_processor = processors.TemplateProcessing(
+        single="[CLS] $A [SEP]",
+        pair="[CLS] $A [SEP] $B:1 [SEP]:1",
+        special_tokens=[("[CLS]", ids.cls), ("[SEP]", ids.sep)],
+    )
+    return tokenizer
+
+
+def to_hf(tokenizer: Tokenizer) -> "PreTrainedTokenizerFast":
+    """Wrap as a ``transformers.PreTrainedTokenizerFast`` with the special tokens declared."""
+    from transformers import PreTrainedTokenizerFast
+
+    return PreTrainedTokenizerFast(tokenizer_object=tokenizer, **HF_SPECIALS)
+
+
+def save_tokenizer(tokenizer: Tokenizer, directory: Path) -> Path:
+    """Write ``tokenizer.json`` and the transformers side files into ``directory``."""
+    directory.mkdir(parents=True, exist_ok=True)
+    to_hf(tokenizer).save_pretrained(str(directory))
+    return directory / "tokenizer.json"
+
+
+def load_tokenizer(path: Path) -> Tokenizer:
+    """Load a ``tokenizer.json`` (or the folder holding one) with a clear error when it is unusable."""
+    file = path / "tokenizer.json" if path.is_dir() else path
+    if not file.is_file():
+        raise DataError(f"tokenizer file not found: {file}")
+    try:
+        tokenizer = Tokenizer.from_file(str(file))
+    except Exception as exc:  # the Rust side raises a plain Exception
+        raise DataError(f"{file}: not a valid tokenizers JSON file ({exc})") from None
+    SpecialIds.of(tokenizer)
+    return tokenizer
+
+
+def fingerprint(tokenizer: Tokenizer) -> str:
+    """A content hash of the tokenizer (vocabulary, rules and specials)."""
+    return hashlib.sha256(tokenizer.to_str().encode()).hexdigest()

@@ -1,0 +1,61 @@
+"""Device, precision and RNG helpers for the trainer."""
+from __future__ import annotations
+
+import contextlib
+import random
+from typing import Any, ContextManager
+
+import torch
+
+
+def resolve_device(name: str) -> torch.device:
+    """``auto`` picks CUDA when available, else the CPU."""
+    if name == "auto":
+        return torch.device("cuda" if torch.cuda.is_available() else "cpu")
+    device = torch.device(name)
+    if device.type == "cuda" and not torch.cuda.is_available():
+        raise RuntimeError(f"device '{name}' requested but CUDA is not available")
+    return device
+
+
+def native_bf16(device: torch.device) -> bool:
+    """Whether the device computes bf16 matrix products natively (Ampere+ GPUs, AVX512-BF16/AMX CPUs)."""
+    if device.type == "cuda":
+        return torch.cuda.is_bf16_supported()
+    if device.type == "cpu":
+        probes = ("_is_avx512_bf16_supported", "_is_amx_tile_supported")
+        return any(getattr(torch.cpu, probe, lambda: False)() for probe in probes)
+    return False
+
+
+def autocast(device: torch.device, precision: str) -> ContextManager[Any]:
+    """bf16 autocast where asked for, or with ``auto`` where the hardware has native bf16."""
+    use_bf16 = precision == "bf16" or (precision == "auto" and native_bf16(device))
+    if not use_bf16:
+        return contextlib.nullcontext()
+    return torch.autocast(device.type, dtype=torch.bfloat16)
+
+
+def step_generator(seed: int, step: int, micro: int = 0, stream: int = 0) -> torch.Generator:
+    """A CPU generator determined by (seed, step, micro-batch, stream): masking is reproducible."""
+    generator = torch.Generator()
+    generator.manual_seed(hash((seed, step, micro, stream)) & (2**63 - 1))
+    return generator
+
+
+def rng_tensors() -> dict[str, torch.Tensor]:
+    """Global RNG states (dropout, etc.) as tensors for the checkpoint."""
+    states = {"rng.torch_cpu": torch.get_rng_state()}
+    if torch.cuda.is_available():
+        for index, state in enumerate(torch.cuda.get_rng_state_all()):
+            states[f"rng.cuda.{index}"] = state
+    return states
+
+
+def restore_rng(tensors: dict[str, torch.Tensor], python_state: list | None) -> None:
+    torch.set_rng_state(tensors["rng.torch_cpu"])
+    cuda = [tensors[k] for k in sorted(tensors) if k.startswith("rng.cuda.")]
+    if cuda and torch.cuda.is_available():
+        torch.cuda.set_rng_state_all(cuda)
+    if python_state is not None:
+        random.setstate((python_state[0], tuple(python_state[1]), python_state[2]))

@@ -1,0 +1,75 @@
+"""Metrics as JSON lines, and the end-of-run summary (JSON + a printed table)."""
+from __future__ import annotations
+
+import json
+import shutil
+from pathlib import Path
+from typing import TYPE_CHECKING, Any
+
+if TYPE_CHECKING:
+    from polymask.training.trainer import Trainer
+
+
+class MetricsLog:
+    """Appends one JSON object per line to ``metrics.jsonl``."""
+
+    def __init__(self, path: Path) -> None:
+        self.path = path
+
+    def write(self, record: dict[str, Any]) -> None:
+        with open(self.path, "a") as handle:
+            handle.write(json.dumps(record) + "\n")
+
+    def truncate_after(self, step: int) -> None:
+        """Drop lines logged after ``step`` (a resumed run writes them again)."""
+        if not self.path.is_file():
+            return
+        kept = [line for line in self.path.read_text().splitlines() if line and json.loads(line)["step"] <= step]
+        self.path.write_text("".join(line + "\n" for line in kept))
+
+
+def write_summary(trainer: "Trainer", last_eval: dict[str, Any], wall_time: float) -> dict[str, Any]:
+    """Build, print and save the run summary."""
+    state, report = trainer.state, trainer.corpus.report
+    shutil.copyfile(trainer.corpus.skipped_file, trainer.run_dir / "skipped_records.jsonl")
+    summary = {
+        "run_dir": str(trainer.run_dir),
+        "modality": trainer.modality.name,
+        "objective": trainer.config.objective.name,
+        "parameters": sum(p.numel() for p in trainer.encoder.parameters()),
+        "device": str(trainer.device),
+        "steps": state.step,
+        "epochs": round(state.epoch + state.batch_index / max(1, len(trainer.sampler.epoch(state.epoch))), 3),
+        "tokens": state.tokens,
+        "tokens_per_s": round(state.tokens / max(state.train_time, 1e-9), 1),
+        "padding_fraction": round(1 - state.tokens / max(state.padded_tokens, 1), 4),
+        "train_time_s": round(state.train_time, 2),
+        "wall_time_s": round(wall_time, 2),
+        "records": report.records,
+        "skipped_records": report.skipped,
+        "skipped_examples": report.skipped_examples,
+        "unknown_tokens": report.unknown_tokens,
+        "train_sequences": report.train_sequences,
+        "valid_sequences": report.valid_sequences,
+        "best_val_loss": state.best_val_loss,
+        "final_val_loss": last_eval.get("val_loss"),
+        "final_val_accuracy": last_eval.get("val_accuracy"),
+        "checkpoint": str(trainer.last_checkpoint),
+    }
+    (trainer.run_dir / "summary.json").write_text(json.dumps(summary, indent=1))
+    print(format_summary(summary))
+    return summary
+
+
+def format_summary(summary: dict[str, Any]) -> str:
+    """The summary as a two-column Markdown table."""
+    rows = [(key, value) for key, value in summary.items() if key != "skipped_examples"]
+    lines = ["| metric | value |", "|---|---|"]
+    for key, value in rows:
+        shown = f"{value:.4f}" if isinstance(value, float) and key.endswith(("loss", "accuracy")) else value
+        lines.append(f"| {key} | {shown} |")
+    if summary["skipped_records"]:
+        lines.append("")
+        lines.append(f"{summary['skipped_records']} invalid records skipped (all listed in skipped_records.jsonl), e.g.:")
+        lines.extend(f"  {e['source']}:{e['line']}: {e['reason']}" for e in summary["skipped_examples"][:5])
+    return "\n".join(lines)

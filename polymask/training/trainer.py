@@ -1,0 +1,251 @@
+"""The training loop: one modality, one objective, the shared encoder.
+
+Reads top to bottom: build everything from the config, optionally restore a checkpoint, then
+loop over optimiser steps (micro-batches, loss, backward, clip, step), validating, logging and
+checkpointing on schedule. ``train()`` returns the run summary.
+"""
+from __future__ import annotations
+
+import json
+import random
+import time
+from dataclasses import asdict, dataclass
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+import torch
+from datasets import Dataset
+from tqdm.auto import tqdm
+
+from polymask.config import RunConfig, build_run_config
+from polymask.data.batching import Batch, BatchSampler, collate
+from polymask.data.corpus import Corpus, prepare_corpus
+from polymask.data.tokens import TokenStore
+from polymask.errors import CheckpointError
+from polymask.model.encoder import Encoder
+from polymask.modalities import build_modality
+from polymask.objectives import OBJECTIVES
+from polymask.tokenization import SpecialIds
+from polymask.training.checkpoint import load_checkpoint, restore_optimizer, save_checkpoint
+from polymask.training.runtime import autocast, resolve_device, restore_rng, rng_tensors, step_generator
+from polymask.training.schedule import build_optimizer, learning_rate
+from polymask.training.summary import MetricsLog, write_summary
+
+VALIDATION_STREAM = 1
+AUGMENT_STREAM = 2
+
+
+@dataclass
+class TrainState:
+    """Everything besides tensors that a resumed run needs."""
+
+    step: int = 0
+    epoch: int = 0
+    batch_index: int = 0
+    tokens: int = 0
+    padded_tokens: int = 0
+    train_time: float = 0.0
+    best_val_loss: float | None = None
+
+
+class Trainer:
+    """Builds the run from a ``RunConfig`` and trains it; see ``train()``."""
+
+    def __init__(self, config: RunConfig, data: Dataset | None = None, run_dir: Path | None = None) -> None:
+        self.config = config
+        self.run_dir = run_dir or config.out_dir()
+        self.run_dir.mkdir(parents=True, exist_ok=True)
+        train_config = config.train
+        if train_config.threads:
+            torch.set_num_threads(train_config.threads)
+        self.device = resolve_device(train_config.device)
+        torch.manual_seed(train_config.seed)
+        random.seed(train_config.seed)
+
+        self.modality = build_modality(config.modality)
+        self.tokenizer = self.modality.load_tokenizer()
+        self.specials = SpecialIds.of(self.tokenizer)
+        self.corpus: Corpus = prepare_corpus(
+            self.modality, self.tokenizer, data if data is not None else (config.data.paths or self.modality.corpus_paths()),
+            column=config.data.column, max_len=config.data.max_len, val_fraction=config.data.val_fraction,
+            max_val_records=config.data.max_val_records, seed=train_config.seed,
+            cache_dir=config.data.resolved_cache_dir(), strict=config.data.strict)
+
+        objective_cls = OBJECTIVES.get(config.objective.name)
+        encoder_config = config.model.model_copy(update=objective_cls.encoder_overrides(config.objective))
+        self.encoder = Encoder(encoder_config, self.tokenizer.get_vocab_size())
+        self.model = objective_cls(config.objective, self.encoder, self.specials, self.modality.mask_span).to(self.device)
+        if train_config.compile:
+            self.encoder.compile()
+        self.optimizer = build_optimizer(self.model, train_config)
+        self.sampler = BatchSampler(self.corpus.train.lengths, train_config.batch_size, train_config.seed,
+                                    config.data.batching, config.data.bucket_pool)
+        self.valid_batches = BatchSampler(self.corpus.valid.lengths, train_config.batch_size, train_config.seed,
+                                          "bucket", shuffle=False).epoch(0)
+        self.state = TrainState()
+        self.last_checkpoint: Path | None = None
+        self.last_saved_step = -1
+        self.metrics = MetricsLog(self.run_dir / "metrics.jsonl")
+
+    # -- data -------------------------------------------------------------------------------------
+    def _batch(self, store: TokenStore, indices: np.ndarray, augment_seed: tuple[int, ...] | None) -> Batch:
+        sequences = [store[int(i)] for i in indices]
+        if augment_seed is not None and store.has_text and self.modality.config.augment:
+            rng = random.Random(hash(augment_seed))
+            variants = [self.modality.tokenizer_input(self.modality.augment(text, rng)) for text in store.texts(indices)]
+            encoded = self.tokenizer.encode_batch(variants)
+            max_len = self.config.data.max_len
+            sequences = [e.ids if len(e.ids) <= max_len else s for e, s in zip(encoded, sequences)]
+        return collate(sequences, self.specials.pad).to(self.device)
+
+    def _next_indices(self) -> np.ndarray:
+        batches = self.sampler.epoch(self.state.epoch)
+        if self.state.batch_index >= len(batches):
+            self.state.epoch += 1
+            self.state.batch_index = 0
+            batches = self.sampler.epoch(self.state.epoch)
+        indices = batches[self.state.batch_index]
+        self.state.batch_index += 1
+        return indices
+
+    # -- steps ------------------------------------------------------------------------------------
+    def _train_step(self) -> tuple[float, int, int]:
+        """One optimiser step over ``grad_accum`` micro-batches: (loss, real tokens, padded tokens)."""
+        config = self.config.train
+        for group in self.optimizer.param_groups:
+            group["lr"] = learning_rate(self.state.step, config)
+        loss_total, real, padded = 0.0, 0, 0
+        for micro in range(config.grad_accum):
+            batch = self._batch(self.corpus.train, self._next_indices(),
+                                (config.seed, self.state.step, micro, AUGMENT_STREAM))
+            with autocast(self.device, config.precision):
+                output = self.model(batch, step_generator(config.seed, self.state.step, micro))
+            (output.loss / config.grad_accum).backward()
+            loss_total += output.loss.item() / config.grad_accum
+            real += batch.real_tokens
+            padded += batch.padded_tokens
+        if config.grad_clip is not None:
+            torch.nn.utils.clip_grad_norm_(self.model.parameters(), config.grad_clip)
+        self.optimizer.step()
+        self.optimizer.zero_grad(set_to_none=True)
+        return loss_total, real, padded
+
+    @torch.no_grad()
+    def evaluate(self) -> dict[str, float]:
+        """Validation loss and masked-token accuracy with fixed masks (the same at every evaluation)."""
+        config = self.config.train
+        self.model.eval()
+        loss_sum, predictions, correct = 0.0, 0, 0
+        batches = self.valid_batches[:config.eval_batches] if config.eval_batches else self.valid_batches
+        for index, indices in enumerate(batches):
+            batch = self._batch(self.corpus.valid, indices, None)
+            with autocast(self.device, config.precision):
+                output = self.model(batch, step_generator(config.seed, index, 0, VALIDATION_STREAM))
+            loss_sum += output.loss.item() * output.predictions
+            predictions += output.predictions
+            correct += int(output.correct)
+        self.model.train()
+        if predictions == 0:
+            return {}
+        return {"val_loss": loss_sum / predictions, "val_accuracy": correct / predictions}
+
+    # -- checkpoints --------------------------------------------------------------------------------
+    def save(self) -> Path:
+        """Checkpoint the current step (atomically; see ``train.checkpoint``)."""
+        self.last_checkpoint = save_checkpoint(
+            self.run_dir, self.state.step, self.model, self.optimizer,
+            {"state": asdict(self.state), "python_rng": list(random.getstate())},
+            rng_tensors(), self.config.model_dump(mode="json"), self.encoder, self.tokenizer,
+            self.config.train.keep_checkpoints)
+        self.last_saved_step = self.state.step
+        return self.last_checkpoint
+
+    def restore(self, path: Path) -> None:
+        checkpoint = load_checkpoint(path)
+        saved = build_run_config(checkpoint.config)
+        for section in ("modality", "objective", "model"):
+            if getattr(saved, section) != getattr(self.config, section):
+                raise CheckpointError(f"cannot resume {checkpoint.folder}: its '{section}' config differs from this run's")
+        self.model.load_state_dict(checkpoint.weights)
+        trainer_state, tensors = checkpoint.trainer_state()
+        restore_optimizer(self.optimizer, tensors, trainer_state["optimizer"])
+        self.state = TrainState(**trainer_state["state"])
+        restore_rng(tensors, trainer_state.get("python_rng"))
+        self.metrics.truncate_after(self.state.step)
+
+    # -- loop -------------------------------------------------------------------------------------
+    def fit(self) -> dict[str, Any]:
+        """Train until ``max_steps``, ``max_time`` or ``stop_after_steps``; returns the summary."""
+        config = self.config.train
+        start_step = self.state.step
+        started = time.perf_counter()
+        last_eval: dict[str, Any] = {}
+        bar = tqdm(total=config.max_steps, initial=self.state.step, disable=not config.progress,
+                   unit="step", dynamic_ncols=True, desc=f"{self.modality.name}/{self.config.objective.name}")
+        try:
+            while self.state.step < config.max_steps:
+                if config.stop_after_steps and self.state.step - start_step >= config.stop_after_steps:
+                    break
+                if config.max_time and time.perf_counter() - started >= config.max_time:
+                    break
+                tick = time.perf_counter()
+                loss, real, padded = self._train_step()
+                self.state.train_time += time.perf_counter() - tick
+                self.state.step += 1
+                self.state.tokens += real
+                self.state.padded_tokens += padded
+                rate = self.state.tokens / max(self.state.train_time, 1e-9)
+                bar.update(1)
+                bar.set_postfix(loss=f"{loss:.3f}", tok_s=f"{rate:,.0f}")
+                if self.state.step % config.log_every == 0:
+                    self.metrics.write({"step": self.state.step, "loss": loss, "lr": learning_rate(self.state.step - 1, config),
+                                        "tokens": self.state.tokens, "tokens_per_s": rate})
+                if self.state.step % config.eval_every == 0:
+                    last_eval = self._evaluate_and_log()
+                if self.state.step % config.save_every == 0:
+                    self.save()
+        except KeyboardInterrupt:
+            bar.close()
+            if self.state.step > max(self.last_saved_step, 0):
+                folder = self.save()
+                print(f"\ninterrupted at step {self.state.step}; checkpoint saved to {folder}; "
+                      f"continue with --resume {self.run_dir}")
+            raise
+        bar.close()
+        if not last_eval or last_eval.get("step") != self.state.step:
+            last_eval = self._evaluate_and_log()
+        if self.state.step != self.last_saved_step:
+            self.save()
+        return write_summary(self, last_eval, time.perf_counter() - started)
+
+    def _evaluate_and_log(self) -> dict[str, Any]:
+        result = {"step": self.state.step, **self.evaluate()}
+        if "val_loss" in result and (self.state.best_val_loss is None or result["val_loss"] < self.state.best_val_loss):
+            self.state.best_val_loss = result["val_loss"]
+        self.metrics.write(result)
+        return result
+
+
+def train(config: RunConfig | dict[str, Any] | None = None, *, data: Dataset | None = None,
+          resume: str | Path | None = None) -> dict[str, Any]:
+    """Pretrain an encoder; returns the run summary (also written to ``<out>/summary.json``).
+
+    ``config``: a ``RunConfig`` or a raw dict (validated); with ``resume`` and no config, the
+    checkpoint's own config is used. ``data``: a ``datasets.Dataset`` instead of corpus files.
+    """
+    run_dir = None
+    if resume is not None:
+        checkpoint_config = load_checkpoint(Path(resume))
+        run_dir = checkpoint_config.folder.parent.parent
+        if config is None:
+            config = checkpoint_config.config
+            config["train"]["stop_after_steps"] = None  # a per-invocation limit, not part of the run
+    if config is None:
+        raise ValueError("train() needs a config (or resume=DIR)")
+    if not isinstance(config, RunConfig):
+        config = build_run_config(config)
+    trainer = Trainer(config, data=data, run_dir=run_dir)
+    if resume is not None:
+        trainer.restore(Path(resume))
+    return trainer.fit()

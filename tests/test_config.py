@@ -1,0 +1,59 @@
+"""Config validation: clear messages naming the field; every built-in recipe validates."""
+import subprocess
+import sys
+
+import pytest
+
+from polymask.cli import main
+from polymask.config import apply_override, build_run_config, load_yaml
+from polymask.errors import ConfigError
+from polymask.resources import builtin_dir
+
+
+def test_unknown_key_is_named():
+    with pytest.raises(ConfigError, match=r"train\.lrr: Extra inputs are not permitted"):
+        build_run_config({"modality": "smiles", "objective": "mlm", "train": {"lrr": 1}})
+
+
+def test_wrong_type_is_named_with_the_value():
+    with pytest.raises(ConfigError, match=r"train\.batch_size: .*integer.*got 'many'"):
+        build_run_config({"modality": "smiles", "objective": "mlm", "train": {"batch_size": "many"}})
+
+
+def test_component_options_are_validated_by_their_own_model():
+    with pytest.raises(ConfigError, match=r"modality\.k: .*less than or equal to 8"):
+        build_run_config({"modality": {"name": "dna", "k": 12}, "objective": "mlm"})
+    with pytest.raises(ConfigError, match=r"objective\.mask_ratio"):
+        build_run_config({"modality": "dna", "objective": {"name": "mlm", "mask_ratio": 1.5}})
+
+
+def test_unregistered_names_list_the_choices():
+    with pytest.raises(ConfigError, match=r"modality\.name: unknown modality 'rna'; choose one of: dna, smiles, text"):
+        build_run_config({"modality": "rna", "objective": "mlm"})
+    with pytest.raises(ConfigError, match=r"objective\.name: unknown objective 'gpt'; choose one of: .*mlm"):
+        build_run_config({"modality": "dna", "objective": "gpt"})
+
+
+def test_overrides_parse_yaml_values():
+    raw = {"modality": "smiles"}
+    apply_override(raw, "train.lr=3e-4")
+    apply_override(raw, "modality.canonical=false")
+    assert raw == {"modality": {"name": "smiles", "canonical": False}, "train": {"lr": 3e-4}}
+    config = build_run_config({**raw, "objective": "mlm"})
+    assert config.train.lr == 3e-4 and config.modality.canonical is False
+
+
+@pytest.mark.parametrize("recipe", sorted(p.stem for p in builtin_dir("configs").glob("*.yaml")))
+def test_every_builtin_recipe_validates(recipe):
+    build_run_config(load_yaml(recipe))
+
+
+def test_cli_reports_config_errors_before_any_work(capsys):
+    assert main(["train", "--modality", "smiles", "--objective", "mlm", "--set", "train.warmup=5"]) == 2
+    assert "train.warmup: Extra inputs are not permitted" in capsys.readouterr().err
+
+
+def test_cli_entry_point_runs():
+    result = subprocess.run([sys.executable, "-m", "polymask", "train", "--modality", "protein-x", "--objective", "mlm"],
+                            capture_output=True, text=True, timeout=120)
+    assert result.returncode == 2 and "unknown modality 'protein-x'" in result.stderr

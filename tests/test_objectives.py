@@ -1,0 +1,49 @@
+"""MLM: sparse prediction equals the dense computation; only encoder weights survive fine-tuning."""
+import torch
+import torch.nn.functional as F
+
+from polymask.data.batching import collate
+from polymask.model import Encoder, EncoderConfig
+from polymask.objectives.mlm import MaskedLM, MLMConfig
+from polymask.tokenization import SpecialIds
+
+SPECIALS = SpecialIds(0, 1, 2, 3, 4)
+
+
+def make_mlm():
+    torch.manual_seed(0)
+    return MaskedLM(MLMConfig(), Encoder(EncoderConfig(preset="tiny"), 40), SPECIALS).eval()
+
+
+def sample_batch():
+    rows = [[2, *torch.randint(5, 40, (n,)).tolist(), 3] for n in (10, 14, 7)]
+    return collate(rows, pad_id=0)
+
+
+def test_sparse_prediction_loss_equals_dense_loss():
+    model = make_mlm()
+    batch = sample_batch()
+    sparse = model(batch, torch.Generator().manual_seed(3))
+    selected, corrupted = model.select(batch, torch.Generator().manual_seed(3))
+    hidden = model.encoder(corrupted, attention_mask=batch.attention_mask)
+    dense_logits = model.head(hidden)  # every position, then the loss keeps the selected ones
+    labels = batch.input_ids.masked_fill(~selected, -100)
+    dense = F.cross_entropy(dense_logits.flatten(0, 1), labels.flatten(), ignore_index=-100)
+    assert torch.allclose(sparse.loss, dense, atol=1e-6)
+    assert sparse.predictions == int(selected.sum())
+
+
+def test_output_projection_is_tied_to_the_input_embedding():
+    model = make_mlm()
+    names = dict(model.named_parameters())
+    assert "head.dense.weight" in names and not any(n.startswith("head.embedding") for n in names)
+    model.encoder.embed.weight.data.zero_()
+    hidden = torch.randn(2, model.encoder.config.d_model)
+    assert torch.allclose(model.head(hidden), model.head.bias.expand(2, -1))
+
+
+def test_gradients_reach_the_encoder():
+    model = make_mlm().train()
+    model(sample_batch(), torch.Generator().manual_seed(0)).loss.backward()
+    assert model.encoder.embed.weight.grad.abs().sum() > 0
+    assert model.encoder.blocks[0].attn.qkv.weight.grad.abs().sum() > 0

@@ -1,0 +1,38 @@
+import pytest
+
+from polymask.modalities import MODALITIES
+from polymask.objectives import OBJECTIVES
+from polymask.registry import Registry, UnknownNameError
+
+
+def test_register_get_names_round_trip():
+    registry: Registry[type] = Registry("widget")
+
+    @registry.register("b")
+    class B: ...
+
+    @registry.register("a")
+    class A: ...
+
+    assert registry.get("a") is A and registry.get("b") is B
+    assert registry.names() == ["a", "b"]
+    assert "a" in registry and "c" not in registry
+
+
+def test_unknown_name_lists_choices():
+    registry: Registry[type] = Registry("widget")
+    registry.register("only")(object)
+    with pytest.raises(UnknownNameError, match=r"unknown widget 'nope'; choose one of: only"):
+        registry.get("nope")
+
+
+def test_duplicate_name_is_an_error():
+    registry: Registry[type] = Registry("widget")
+    registry.register("x")(int)
+    with pytest.raises(ValueError, match="already registered"):
+        registry.register("x")(str)
+
+
+def test_builtins_are_registered():
+    assert {"smiles", "dna", "text"} <= set(MODALITIES.names())
+    assert "mlm" in OBJECTIVES

@@ -1,0 +1,84 @@
+"""Resuming from a checkpoint reproduces the uninterrupted run exactly; bad checkpoints fail clearly."""
+import json
+
+import pytest
+import torch
+from safetensors.torch import load_file
+
+from polymask.errors import CheckpointError
+from polymask.training.checkpoint import load_checkpoint
+from polymask.training.trainer import train
+
+
+def losses(run):
+    lines = (run / "metrics.jsonl").read_text().splitlines()
+    return [json.loads(line)["loss"] for line in lines if "loss" in json.loads(line)]
+
+
+def test_resume_equals_uninterrupted(tmp_path, make_config):
+    settings = dict(max_steps=10)
+    full = make_config("smiles", tmp_path / "full", **settings)
+    full["model"]["dropout"] = 0.1  # dropout RNG must be restored too
+    train(full)
+
+    split = make_config("smiles", tmp_path / "split", stop_after_steps=4, **settings)
+    split["model"]["dropout"] = 0.1
+    first = train(split)
+    assert first["steps"] == 4
+    resumed = train(resume=tmp_path / "split")
+    assert resumed["steps"] == 10
+    assert losses(tmp_path / "split") == losses(tmp_path / "full")
+    final = lambda run: load_file(str(run / "checkpoints" / "step-000010" / "model.safetensors"))
+    a, b = final(tmp_path / "full"), final(tmp_path / "split")
+    assert all(torch.equal(a[name], b[name]) for name in a)
+
+
+def test_missing_and_corrupt_checkpoints_fail_clearly(tmp_path, make_config):
+    with pytest.raises(CheckpointError, match="checkpoint not found"):
+        load_checkpoint(tmp_path / "nowhere")
+    train(make_config("smiles", tmp_path / "run", max_steps=2))
+    folder = tmp_path / "run" / "checkpoints" / "step-000002"
+    with open(folder / "model.safetensors", "r+b") as handle:
+        handle.seek(200)
+        handle.write(b"\x00\x01\x02\x03")
+    with pytest.raises(CheckpointError, match="model.safetensors is corrupt"):
+        load_checkpoint(tmp_path / "run")
+    (folder / "manifest.json").unlink()
+    with pytest.raises(CheckpointError, match="incomplete checkpoint"):
+        load_checkpoint(folder)
+
+
+def test_a_crash_while_saving_keeps_the_previous_checkpoint(tmp_path, make_config, monkeypatch):
+    import polymask.training.checkpoint as checkpoint_module
+
+    train(make_config("smiles", tmp_path / "run", max_steps=3))
+    real_save = checkpoint_module.save_file
+
+    def crash(tensors, path):
+        if path.endswith("optimizer.safetensors"):
+            raise OSError("disk full")
+        real_save(tensors, path)
+
+    monkeypatch.setattr(checkpoint_module, "save_file", crash)
+    with pytest.raises(OSError, match="disk full"):
+        train(make_config("smiles", tmp_path / "run", max_steps=6), resume=tmp_path / "run")
+    loaded = load_checkpoint(tmp_path / "run")
+    assert loaded.folder.name == "step-000003"
+
+
+def test_keyboard_interrupt_saves_the_last_finished_step(tmp_path, make_config, monkeypatch):
+    from polymask.training.trainer import Trainer
+
+    calls = {"n": 0}
+    original = Trainer._train_step
+
+    def interrupt_on_fourth(self):
+        calls["n"] += 1
+        if calls["n"] == 4:
+            raise KeyboardInterrupt
+        return original(self)
+
+    monkeypatch.setattr(Trainer, "_train_step", interrupt_on_fourth)
+    with pytest.raises(KeyboardInterrupt):
+        train(make_config("smiles", tmp_path / "run", max_steps=10))
+    assert load_checkpoint(tmp_path / "run").folder.name == "step-000003"
