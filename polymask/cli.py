@@ -151,7 +151,16 @@ def _add_bench(sub: argparse._SubParsersAction) -> None:
     parser.set_defaults(handler=cmd_bench)
 
 
-COMMANDS: list[Callable[[argparse._SubParsersAction], None]] = [_add_train, _add_tokenizer, _add_bench]
+def _add_analyze(sub: argparse._SubParsersAction) -> None:
+    from polymask.analysis import ANALYSES
+
+    parser = sub.add_parser("analyze", help="analyses of pretrained checkpoints")
+    analyses = parser.add_subparsers(dest="analysis", required=True)
+    for name in ANALYSES.names():
+        ANALYSES.get(name)(analyses)
+
+
+COMMANDS: list[Callable[[argparse._SubParsersAction], None]] = [_add_train, _add_tokenizer, _add_bench, _add_analyze]
 
 
 def build_parser() -> argparse.ArgumentParser:

@@ -22,7 +22,7 @@ import os
 import shutil
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import torch
 from safetensors import SafetensorError
@@ -32,6 +32,9 @@ from tokenizers import Tokenizer
 from polymask.errors import CheckpointError
 from polymask.model.encoder import Encoder, EncoderConfig
 from polymask.tokenization import load_tokenizer, save_tokenizer
+
+if TYPE_CHECKING:
+    from polymask.objectives import Objective
 
 LATEST = "latest.json"
 MANIFEST = "manifest.json"
@@ -175,6 +178,20 @@ class LoadedCheckpoint:
         """Trainer state JSON and the optimizer/RNG tensors (only needed to resume)."""
         state = json.loads((self.folder / "trainer_state.json").read_text())
         return state, load_file(str(self.folder / "optimizer.safetensors"))
+
+    def build_objective(self) -> "Objective":
+        """The whole pretraining model (encoder + objective modules) with its weights, e.g. for analysis."""
+        from polymask.config import build_run_config
+        from polymask.modalities import build_modality
+        from polymask.objectives import OBJECTIVES
+        from polymask.tokenization import SpecialIds
+
+        config = build_run_config(self.config)
+        objective = OBJECTIVES.get(config.objective.name)(
+            config.objective, Encoder(self.encoder_config, self.vocab_size), SpecialIds.of(self.tokenizer),
+            build_modality(config.modality).mask_span)
+        objective.load_state_dict(self.weights)
+        return objective
 
     def build_encoder(self) -> Encoder:
         """A fresh encoder holding the checkpoint's ``encoder.*`` weights (objective modules dropped)."""

@@ -3,9 +3,11 @@ from __future__ import annotations
 
 import contextlib
 import random
+import sys
 from typing import Any, ContextManager
 
 import torch
+from tqdm.auto import tqdm
 
 
 def resolve_device(name: str) -> torch.device:
@@ -59,3 +61,9 @@ def restore_rng(tensors: dict[str, torch.Tensor], python_state: list | None) -> 
         torch.cuda.set_rng_state_all(cuda)
     if python_state is not None:
         random.setstate((python_state[0], tuple(python_state[1]), python_state[2]))
+
+
+def progress_bar(**kwargs: Any) -> tqdm:
+    """A tqdm bar that refreshes twice a second on a terminal and every 30 s in a log file."""
+    interactive = sys.stderr.isatty()
+    return tqdm(mininterval=0.5 if interactive else 30.0, dynamic_ncols=True, **kwargs)

@@ -16,7 +16,6 @@ from typing import Any
 import numpy as np
 import torch
 from datasets import Dataset
-from tqdm.auto import tqdm
 
 from polymask.config import RunConfig, build_run_config
 from polymask.data.batching import Batch, BatchSampler, collate
@@ -28,7 +27,7 @@ from polymask.modalities import build_modality
 from polymask.objectives import OBJECTIVES
 from polymask.tokenization import SpecialIds
 from polymask.training.checkpoint import load_checkpoint, restore_optimizer, save_checkpoint
-from polymask.training.runtime import autocast, resolve_device, restore_rng, rng_tensors, step_generator
+from polymask.training.runtime import autocast, progress_bar, resolve_device, restore_rng, rng_tensors, step_generator
 from polymask.training.schedule import build_optimizer, learning_rate
 from polymask.training.summary import MetricsLog, write_summary
 
@@ -181,8 +180,8 @@ class Trainer:
         start_step = self.state.step
         started = time.perf_counter()
         last_eval: dict[str, Any] = {}
-        bar = tqdm(total=config.max_steps, initial=self.state.step, disable=not config.progress,
-                   unit="step", dynamic_ncols=True, desc=f"{self.modality.name}/{self.config.objective.name}")
+        bar = progress_bar(total=config.max_steps, initial=self.state.step, disable=not config.progress,
+                           unit="step", desc=f"{self.modality.name}/{self.config.objective.name}")
         try:
             while self.state.step < config.max_steps:
                 if config.stop_after_steps and self.state.step - start_step >= config.stop_after_steps:
