@@ -160,7 +160,14 @@ def _add_analyze(sub: argparse._SubParsersAction) -> None:
         ANALYSES.get(name)(analyses)
 
 
-COMMANDS: list[Callable[[argparse._SubParsersAction], None]] = [_add_train, _add_tokenizer, _add_bench, _add_analyze]
+def _add_tasks(sub: argparse._SubParsersAction) -> None:
+    from polymask.tasks.cli import add_commands
+
+    add_commands(sub)
+
+
+COMMANDS: list[Callable[[argparse._SubParsersAction], None]] = [
+    _add_train, _add_tokenizer, _add_tasks, _add_bench, _add_analyze]
 
 
 def build_parser() -> argparse.ArgumentParser:

@@ -1,0 +1,1 @@
+"""Downstream tasks: specs (tasks/*.yaml), loading and splits, heads, fine-tuning, benchmarks."""

@@ -1,0 +1,113 @@
+"""``polymask finetune`` and ``polymask benchmark``: argument parsing and wiring."""
+from __future__ import annotations
+
+import argparse
+import importlib
+from pathlib import Path
+from typing import Any
+
+from polymask.errors import ConfigError
+from polymask.tasks.finetune import FinetuneConfig
+
+#: Modules that register a benchmark's reference baselines, imported on demand.
+REFERENCE_MODULES = {"moleculenet": "polymask.tasks.moleculenet"}
+
+
+def add_finetune_options(parser: argparse.ArgumentParser) -> None:
+    parser.add_argument("--data-dir", type=Path, help="folder with task files (default $POLYMASK_DATA_DIR, then built-in)")
+    parser.add_argument("--out", type=Path, help="output folder")
+    parser.add_argument("--lr", type=float, help="learning rate")
+    parser.add_argument("--epochs", type=int, help="maximum epochs")
+    parser.add_argument("--patience", type=int, help="early-stopping patience in epochs")
+    parser.add_argument("--batch-size", type=int, help="examples per batch")
+    parser.add_argument("--pooling", choices=["cls", "mean"], help="sequence representation")
+    parser.add_argument("--freeze", action="store_true", help="linear probe: train the head only")
+    parser.add_argument("--max-train-examples", type=int, help="cap on training examples")
+    parser.add_argument("--set", action="append", metavar="KEY=VALUE", help="any other FinetuneConfig field")
+    parser.add_argument("--quiet", action="store_true", help="no progress bar")
+
+
+def finetune_config(args: argparse.Namespace) -> FinetuneConfig:
+    from pydantic import ValidationError
+
+    from polymask.config import apply_override
+
+    raw: dict[str, Any] = {}
+    for flag, field in (("lr", "lr"), ("epochs", "epochs"), ("patience", "patience"), ("batch_size", "batch_size"),
+                        ("pooling", "pooling"), ("max_train_examples", "max_train_examples")):
+        if getattr(args, flag) is not None:
+            raw[field] = getattr(args, flag)
+    if args.freeze:
+        raw["freeze_encoder"] = True
+    for assignment in args.set or []:
+        apply_override(raw, assignment)
+    try:
+        return FinetuneConfig.model_validate(raw)
+    except ValidationError as exc:
+        raise ConfigError("invalid fine-tuning option: " + "; ".join(
+            f"{'.'.join(map(str, e['loc']))}: {e['msg']}" for e in exc.errors())) from None
+
+
+def _settings(config: FinetuneConfig, args: argparse.Namespace) -> dict[str, Any]:
+    return {"fine-tuning": config.model_dump(), "data dir": str(args.data_dir) if args.data_dir else "built-in"}
+
+
+def cmd_finetune(args: argparse.Namespace) -> int:
+    from polymask.tasks.benchmark import run_benchmark, slug
+    from polymask.tasks.spec import load_task_spec
+    from polymask.tasks.systems import checkpoint_system
+
+    config = finetune_config(args)
+    spec = load_task_spec(args.task)
+    out = args.out or Path("runs") / f"finetune-{slug(spec.key)}"
+    report = run_benchmark([checkpoint_system(args.checkpoint, config)], [spec.key], args.seeds, out,
+                           f"Fine-tuning on {spec.key}", args.data_dir, _settings(config, args), not args.quiet)
+    print(report.read_text())
+    return 0
+
+
+def cmd_benchmark(args: argparse.Namespace) -> int:
+    from polymask.tasks.benchmark import run_benchmark
+    from polymask.tasks.spec import task_names
+    from polymask.tasks.systems import checkpoint_system, reference_systems, untrained_system
+
+    if args.benchmark in REFERENCE_MODULES:
+        importlib.import_module(REFERENCE_MODULES[args.benchmark])
+    available = task_names(args.benchmark)
+    if not available:
+        raise ConfigError(f"unknown benchmark '{args.benchmark}'")
+    if args.tasks:
+        tasks = [t if "/" in t else f"{args.benchmark}/{t}" for t in args.tasks]
+        unknown = [t for t in tasks if t not in available]
+        if unknown:
+            raise ConfigError(f"unknown tasks {unknown}; {args.benchmark} has: {', '.join(available)}")
+    else:
+        tasks = task_names(args.benchmark, default_only=True)
+    config = finetune_config(args)
+    systems = [checkpoint_system(path, config) for path in args.checkpoint]
+    if not args.no_references:
+        systems.append(untrained_system(args.checkpoint[0], config))
+        systems += reference_systems(args.benchmark, systems[0].modality)
+    out = args.out or Path("runs") / f"benchmark-{args.benchmark}"
+    report = run_benchmark(systems, tasks, list(range(args.seeds)), out, f"{args.benchmark} benchmark",
+                           args.data_dir, _settings(config, args), not args.quiet)
+    print(report.read_text())
+    return 0
+
+
+def add_commands(sub: argparse._SubParsersAction) -> None:
+    finetune = sub.add_parser("finetune", help="fine-tune a pretrained encoder on one task")
+    finetune.add_argument("--task", required=True, help="task key, e.g. moleculenet/bbbp (see tasks/)")
+    finetune.add_argument("--checkpoint", type=Path, required=True, help="run or checkpoint folder")
+    finetune.add_argument("--seeds", type=int, nargs="+", default=[0], help="fine-tuning seeds (e.g. 0 1 2)")
+    add_finetune_options(finetune)
+    finetune.set_defaults(handler=cmd_finetune)
+
+    benchmark = sub.add_parser("benchmark", help="fine-tune checkpoints on a benchmark's tasks, with references")
+    benchmark.add_argument("benchmark", help="benchmark name: a folder of tasks/ (moleculenet, ...)")
+    benchmark.add_argument("--checkpoint", type=Path, action="append", required=True, help="run or checkpoint folder (repeat)")
+    benchmark.add_argument("--tasks", nargs="+", help="task names (default: the benchmark's default set)")
+    benchmark.add_argument("--seeds", type=int, default=3, help="number of fine-tuning seeds (0..N-1)")
+    benchmark.add_argument("--no-references", action="store_true", help="skip the untrained and reference rows")
+    add_finetune_options(benchmark)
+    benchmark.set_defaults(handler=cmd_benchmark)

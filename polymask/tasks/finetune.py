@@ -1,0 +1,146 @@
+"""Fine-tuning a pretrained encoder on one task, with early stopping on the validation metric.
+
+The encoder comes without any objective module (``LoadedCheckpoint.build_encoder``); a pooled
+linear head is added; training stops when the validation metric has not improved for
+``patience`` epochs, and the test metrics are those of the best validation epoch.
+"""
+from __future__ import annotations
+
+import copy
+import time
+from dataclasses import dataclass
+from typing import Any, Literal
+
+import numpy as np
+import torch
+from pydantic import Field
+from tokenizers import Tokenizer
+
+from polymask.data.batching import BatchSampler, collate
+from polymask.model.encoder import Encoder
+from polymask.modalities.base import Modality
+from polymask.schema import StrictModel
+from polymask.tasks.data import TaskData, TaskSplit
+from polymask.tasks.heads import TASK_HEADS, SequencePredictor, TaskHead
+from polymask.tasks.metrics import better, score
+from polymask.tokenization import SpecialIds
+from polymask.training.runtime import autocast, resolve_device
+
+
+class FinetuneConfig(StrictModel):
+    """Fine-tuning hyper-parameters (the same for every checkpoint in a benchmark)."""
+
+    lr: float = Field(2e-4, gt=0, description="peak learning rate")
+    epochs: int = Field(20, ge=1, description="maximum epochs")
+    patience: int = Field(5, ge=1, description="stop after this many epochs without validation improvement")
+    batch_size: int = Field(32, ge=1, description="examples per batch")
+    pooling: Literal["cls", "mean"] = Field("mean", description="sequence representation: [CLS] state or mean of tokens")
+    freeze_encoder: bool = Field(False, description="train the head only (linear probe)")
+    dropout: float = Field(0.1, ge=0, lt=1, description="dropout before the head")
+    weight_decay: float = Field(0.01, ge=0, description="AdamW weight decay")
+    warmup_fraction: float = Field(0.06, ge=0, lt=1, description="fraction of steps with linear warm-up")
+    max_len: int = Field(256, ge=8, description="tokens per example; longer ones are truncated and counted")
+    max_train_examples: int | None = Field(None, ge=1, description="cap on training examples (random subset)")
+    precision: Literal["auto", "fp32", "bf16"] = Field("auto", description="as in pretraining")
+    device: str = Field("auto", description="auto, cpu, cuda or cuda:N")
+
+
+@dataclass
+class EncodedSplit:
+    sequences: list[list[int]]
+    labels: np.ndarray
+    truncated: int
+
+
+def encode_split(split: TaskSplit, modality: Modality, tokenizer: Tokenizer, max_len: int) -> EncodedSplit:
+    """Token ids ([CLS] a [SEP] or [CLS] a [SEP] b [SEP]); over-long examples are truncated and counted."""
+    sep = SpecialIds.of(tokenizer).sep
+    prepared = [tuple(modality.tokenizer_input(text) for text in inputs) for inputs in split.inputs]
+    encodings = tokenizer.encode_batch([p if len(p) == 2 else p[0] for p in prepared])
+    sequences, truncated = [], 0
+    for encoding in encodings:
+        ids = encoding.ids
+        if len(ids) > max_len:
+            ids = ids[:max_len - 1] + [sep]
+            truncated += 1
+        sequences.append(ids)
+    return EncodedSplit(sequences, split.labels, truncated)
+
+
+def _predict(model: SequencePredictor, head: TaskHead, data: EncodedSplit, batch_size: int, pad: int,
+             device: torch.device, precision: str) -> np.ndarray:
+    model.eval()
+    lengths = np.array([len(s) for s in data.sequences])
+    outputs: list[tuple[np.ndarray, np.ndarray]] = []
+    with torch.no_grad():
+        for indices in BatchSampler(lengths, batch_size, 0, shuffle=False).epoch(0):
+            batch = collate([data.sequences[i] for i in indices], pad).to(device)
+            with autocast(device, precision):
+                logits = model(batch.input_ids, batch.attention_mask)
+            outputs.append((indices, head.predict(logits)))
+    model.train()
+    predictions = np.zeros((len(data.sequences), outputs[0][1].shape[1]))
+    for indices, values in outputs:
+        predictions[indices] = values
+    return predictions
+
+
+def finetune(task: TaskData, encoder: Encoder, tokenizer: Tokenizer, modality: Modality, config: FinetuneConfig,
+             seed: int) -> dict[str, Any]:
+    """Fine-tune ``encoder`` on ``task``; returns metrics at the best validation epoch and counts."""
+    started = time.perf_counter()
+    torch.manual_seed(seed)
+    device = resolve_device(config.device)
+    spec = task.spec
+    metric_names = [spec.metric, *spec.extra_metrics]
+    pad = SpecialIds.of(tokenizer).pad
+    train, valid, test = (encode_split(s, modality, tokenizer, config.max_len) for s in (task.train, task.valid, task.test))
+    if config.max_train_examples and len(train.sequences) > config.max_train_examples:
+        keep = np.sort(np.random.default_rng(seed).choice(len(train.sequences), config.max_train_examples, replace=False))
+        train = EncodedSplit([train.sequences[i] for i in keep], train.labels[keep], train.truncated)
+    head = TASK_HEADS[spec.kind](train.labels)
+    model = SequencePredictor(encoder, task.n_outputs, config.pooling, config.dropout).to(device)
+    if config.freeze_encoder:
+        model.encoder.requires_grad_(False)
+    parameters = [p for p in model.parameters() if p.requires_grad]
+    optimizer = torch.optim.AdamW(parameters, lr=config.lr, weight_decay=config.weight_decay)
+    sampler = BatchSampler(np.array([len(s) for s in train.sequences]), config.batch_size, seed)
+    total_steps = config.epochs * len(sampler.epoch(0))
+    warmup = max(1, int(config.warmup_fraction * total_steps))
+    schedule = torch.optim.lr_scheduler.LambdaLR(
+        optimizer, lambda step: min((step + 1) / warmup, max(0.0, (total_steps - step) / max(1, total_steps - warmup))))
+    labels = torch.as_tensor(train.labels, dtype=torch.float32)
+
+    best_value, best_state, best_epoch, best_valid, stale = None, None, -1, {}, 0
+    for epoch in range(config.epochs):
+        for indices in sampler.epoch(epoch):
+            batch = collate([train.sequences[i] for i in indices], pad).to(device)
+            with autocast(device, config.precision):
+                logits = model(batch.input_ids, batch.attention_mask)
+            loss = head.loss(logits, labels[indices].to(device))
+            loss.backward()
+            torch.nn.utils.clip_grad_norm_(parameters, 1.0)
+            optimizer.step()
+            schedule.step()
+            optimizer.zero_grad(set_to_none=True)
+        valid_metrics = score(metric_names, valid.labels,
+                              _predict(model, head, valid, config.batch_size, pad, device, config.precision))
+        if better(spec.metric, valid_metrics[spec.metric], best_value):
+            best_value, best_epoch, best_valid, stale = valid_metrics[spec.metric], epoch, valid_metrics, 0
+            best_state = copy.deepcopy(model.state_dict())
+        else:
+            stale += 1
+            if stale >= config.patience:
+                break
+    if best_state is not None:
+        model.load_state_dict(best_state)
+    test_metrics = score(metric_names, test.labels,
+                         _predict(model, head, test, config.batch_size, pad, device, config.precision))
+    return {
+        "task": spec.key, "seed": seed, "metric": spec.metric, "best_epoch": best_epoch + 1, "epochs_run": epoch + 1,
+        "valid": best_valid, "test": test_metrics,
+        "n_train": len(train.sequences), "n_valid": len(valid.sequences), "n_test": len(test.sequences),
+        "truncated": train.truncated + valid.truncated + test.truncated,
+        "skipped": len(task.skipped), "duplicates_removed": task.duplicates_removed,
+        "split": spec.split.method, "time_s": round(time.perf_counter() - started, 2),
+    }

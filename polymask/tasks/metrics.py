@@ -1,0 +1,83 @@
+"""Metrics as each field reports them.
+
+Every metric takes ``labels`` (N, T) with NaN for missing entries and ``predictions``: class-1
+probabilities (N, T) for binary tasks, class probabilities (N, C) for multiclass, values (N, T) in
+original units for regression. Multi-task binary metrics average over the tasks that have both
+classes present in the split (MoleculeNet's convention).
+"""
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Callable
+
+import numpy as np
+from scipy import stats
+from sklearn import metrics as skm
+
+
+@dataclass(frozen=True)
+class Metric:
+    function: Callable[[np.ndarray, np.ndarray], float]
+    higher_is_better: bool
+
+
+def _per_binary_task(score: Callable[[np.ndarray, np.ndarray], float]) -> Callable[[np.ndarray, np.ndarray], float]:
+    def mean_over_tasks(labels: np.ndarray, predictions: np.ndarray) -> float:
+        values = []
+        for task in range(labels.shape[1]):
+            present = ~np.isnan(labels[:, task])
+            truth = labels[present, task]
+            if len(np.unique(truth)) == 2:
+                values.append(score(truth, predictions[present, task]))
+        return float(np.mean(values)) if values else float("nan")
+
+    return mean_over_tasks
+
+
+def _regression(score: Callable[[np.ndarray, np.ndarray], float]) -> Callable[[np.ndarray, np.ndarray], float]:
+    def mean_over_targets(labels: np.ndarray, predictions: np.ndarray) -> float:
+        values = [score(labels[~np.isnan(labels[:, t]), t], predictions[~np.isnan(labels[:, t]), t])
+                  for t in range(labels.shape[1])]
+        return float(np.mean(values))
+
+    return mean_over_targets
+
+
+def _classes(labels: np.ndarray, predictions: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """(true class, predicted class) for single-label tasks (binary: threshold 0.5)."""
+    truth = labels[:, 0].astype(int)
+    if predictions.shape[1] == 1:
+        return truth, (predictions[:, 0] >= 0.5).astype(int)
+    return truth, predictions.argmax(axis=1)
+
+
+def _single_label(score: Callable[[np.ndarray, np.ndarray], float]) -> Callable[[np.ndarray, np.ndarray], float]:
+    return lambda labels, predictions: float(score(*_classes(labels, predictions)))
+
+
+METRICS: dict[str, Metric] = {
+    "roc_auc": Metric(_per_binary_task(skm.roc_auc_score), True),
+    "prc_auc": Metric(_per_binary_task(skm.average_precision_score), True),
+    "rmse": Metric(_regression(lambda y, p: np.sqrt(np.mean((y - p) ** 2))), False),
+    "mae": Metric(_regression(lambda y, p: np.mean(np.abs(y - p))), False),
+    "pearson": Metric(_regression(lambda y, p: stats.pearsonr(y, p)[0]), True),
+    "spearman": Metric(_regression(lambda y, p: stats.spearmanr(y, p)[0]), True),
+    "accuracy": Metric(_single_label(skm.accuracy_score), True),
+    "mcc": Metric(_single_label(skm.matthews_corrcoef), True),
+    "f1": Metric(_single_label(skm.f1_score), True),
+    "macro_f1": Metric(_single_label(lambda y, p: skm.f1_score(y, p, average="macro")), True),
+}
+
+
+def score(names: list[str], labels: np.ndarray, predictions: np.ndarray) -> dict[str, float]:
+    """Compute the named metrics."""
+    return {name: METRICS[name].function(labels, predictions) for name in names}
+
+
+def better(metric: str, candidate: float, incumbent: float | None) -> bool:
+    """Whether ``candidate`` beats ``incumbent`` under ``metric`` (NaN never does)."""
+    if np.isnan(candidate):
+        return False
+    if incumbent is None or np.isnan(incumbent):
+        return True
+    return candidate > incumbent if METRICS[metric].higher_is_better else candidate < incumbent

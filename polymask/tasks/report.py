@@ -1,0 +1,126 @@
+"""Benchmark reports: a Markdown table (best per column in bold), a long CSV, JSON, and a PNG chart."""
+from __future__ import annotations
+
+import csv
+import json
+import math
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+
+ARROW = {True: "↑", False: "↓"}
+
+
+def _cell(row: dict[str, Any] | None, metric: str) -> str:
+    if row is None:
+        return "–"
+    mean, std = row[f"{metric}_mean"], row[f"{metric}_std"]
+    if math.isnan(mean):
+        return "n/a"
+    return f"{mean:.3f} ± {std:.3f}" if row["seeds"] > 1 else f"{mean:.3f}"
+
+
+def _main_table(rows: list[dict[str, Any]], systems: list[str], tasks: list[str]) -> list[str]:
+    by_key = {(r["system"], r["task"]): r for r in rows}
+    metrics = {r["task"]: (r["metric"], r["higher_is_better"]) for r in rows}
+    tasks = [t for t in tasks if t in metrics]
+    groups: dict[str, list[str]] = {}
+    for task in tasks:
+        groups.setdefault(metrics[task][0], []).append(task)
+    summaries = {metric: members for metric, members in groups.items() if len(members) > 1}
+    header = ["system"] + [f"{t.split('/')[-1]} {metrics[t][0]} {ARROW[metrics[t][1]]}" for t in tasks]
+    header += [f"mean {metric} {ARROW[metrics[members[0]][1]]}" for metric, members in summaries.items()]
+    lines = ["| " + " | ".join(header) + " |", "|" + "---|" * len(header)]
+    best = {}
+    for task in tasks:
+        metric, higher = metrics[task]
+        values = [(by_key[(s, task)][f"{metric}_mean"], s) for s in systems if (s, task) in by_key]
+        values = [v for v in values if not math.isnan(v[0])]
+        if values:
+            best[task] = (max if higher else min)(values)[1]
+    for system in systems:
+        cells = []
+        for task in tasks:
+            text = _cell(by_key.get((system, task)), metrics[task][0])
+            cells.append(f"**{text}**" if best.get(task) == system else text)
+        for metric, members in summaries.items():
+            values = [by_key[(system, t)][f"{metric}_mean"] for t in members if (system, t) in by_key]
+            cells.append(f"{np.nanmean(values):.3f}" if len(values) == len(members) else "–")
+        lines.append(f"| {system} | " + " | ".join(cells) + " |")
+    return lines
+
+
+def _plot(path: Path, rows: list[dict[str, Any]], systems: list[str], tasks: list[str]) -> None:
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    tasks = [t for t in tasks if any(r["task"] == t for r in rows)]
+    columns = min(4, len(tasks))
+    lines = math.ceil(len(tasks) / columns)
+    figure, axes = plt.subplots(lines, columns, figsize=(3.4 * columns, 2.9 * lines), squeeze=False)
+    colors = plt.rcParams["axes.prop_cycle"].by_key()["color"]
+    by_key = {(r["system"], r["task"]): r for r in rows}
+    for axis, task in zip(axes.flat, tasks):
+        row0 = next(r for r in rows if r["task"] == task)
+        metric = row0["metric"]
+        present = [s for s in systems if (s, task) in by_key]
+        means = [by_key[(s, task)][f"{metric}_mean"] for s in present]
+        stds = [by_key[(s, task)][f"{metric}_std"] for s in present]
+        axis.bar(range(len(present)), means, yerr=stds, capsize=3,
+                 color=[colors[systems.index(s) % len(colors)] for s in present])
+        axis.set_title(f"{task.split('/')[-1]} ({metric} {ARROW[row0['higher_is_better']]})", fontsize=9)
+        axis.set_xticks([])
+        finite = [m for m in means if not math.isnan(m)]
+        if finite:
+            low = min(m - s for m, s in zip(means, stds) if not math.isnan(m))
+            high = max(m + s for m, s in zip(means, stds) if not math.isnan(m))
+            margin = 0.15 * (high - low or 1.0)
+            axis.set_ylim(max(0.0, low - margin), high + margin)
+    for axis in list(axes.flat)[len(tasks):]:
+        axis.axis("off")
+    handles = [plt.Rectangle((0, 0), 1, 1, color=colors[i % len(colors)]) for i in range(len(systems))]
+    figure.legend(handles, systems, loc="lower center", ncol=min(len(systems), 3), fontsize=8, frameon=False)
+    figure.tight_layout(rect=(0, 0.06 + 0.03 * math.ceil(len(systems) / 3), 1, 1))
+    figure.savefig(path, dpi=120)
+    plt.close(figure)
+
+
+def write_report(out: Path, title: str, rows: list[dict[str, Any]], results: dict[str, Any],
+                 settings: dict[str, Any]) -> Path:
+    """Write results.md, results.csv, results.json and results.png under ``out``."""
+    systems = list(results["systems"])
+    tasks = results["task_order"]
+    lines = [f"# {title}", "",
+             f"Test-set scores at the best validation epoch, mean ± std over seeds {results['seeds']}; "
+             f"best per column in bold. Wall time {results['wall_time_s']} s (cells run in this invocation).", ""]
+    lines += [f"- {key}: {value}" for key, value in settings.items()] + [""]
+    lines += _main_table(rows, systems, tasks) + ["", "## Tasks", "",
+                                                  "| task | split | metric | train / valid / test | invalid inputs skipped "
+                                                  "| duplicates removed | truncated |", "|---|---|---|---|---|---|---|"]
+    for task in tasks:
+        detail = results["tasks"].get(task)
+        row = next((r for r in rows if r["task"] == task), None)
+        if detail and row:
+            lines.append(f"| {task} | {detail['split']} | {detail['metric']} | {row['n_train']} / {row['n_valid']} / "
+                         f"{row['n_test']} | {detail['skipped']} | {detail['duplicates_removed']} | {row['truncated']} |")
+    lines += ["", "## Systems", ""] + [f"- **{name}**: {text}" for name, text in results["systems"].items()]
+    if results["missing"]:
+        lines += ["", "## Missing tasks (not run)", ""] + [f"- {k}: {v}" for k, v in results["missing"].items()]
+    (out / "results.md").write_text("\n".join(lines) + "\n")
+    with open(out / "results.csv", "w", newline="") as handle:
+        writer = csv.writer(handle)
+        writer.writerow(["system", "task", "metric", "mean", "std", "seeds", "values", "split", "n_train", "n_valid",
+                         "n_test", "skipped", "truncated"])
+        for row in rows:
+            for name in [k[:-5] for k in row if k.endswith("_mean")]:
+                writer.writerow([row["system"], row["task"], name, row[f"{name}_mean"], row[f"{name}_std"], row["seeds"],
+                                 ";".join(f"{v:.6g}" for v in row[f"{name}_values"]), row["split"], row["n_train"],
+                                 row["n_valid"], row["n_test"], row["skipped"], row["truncated"]])
+    (out / "results.json").write_text(json.dumps({"title": title, "settings": settings, "rows": rows, **results},
+                                                 indent=1, default=str))
+    if rows:
+        _plot(out / "results.png", rows, systems, tasks)
+    return out / "results.md"

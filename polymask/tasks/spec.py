@@ -1,0 +1,94 @@
+"""Task specs: one YAML file per downstream task under ``tasks/<benchmark>/<name>.yaml``.
+
+A spec declares the data (files, columns), what is predicted (kind, labels), how it is scored
+(metric) and split. Code never hard-codes a task; it reads its spec.
+"""
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Literal
+
+import yaml
+from pydantic import Field, ValidationError, model_validator
+
+from polymask.errors import ConfigError
+from polymask.resources import builtin_dir
+from polymask.schema import StrictModel
+
+TaskKind = Literal["binary", "multiclass", "regression"]
+
+
+class SplitSpec(StrictModel):
+    """How examples are divided into train / valid / test."""
+
+    method: Literal["scaffold", "random_scaffold", "random", "stratified", "predefined"] = Field(
+        description="scaffold (DeepChem Bemis-Murcko, deterministic), random_scaffold (scaffold groups in random "
+                    "order), random, stratified (by label), predefined (one file per split)")
+    fractions: tuple[float, float, float] = Field((0.8, 0.1, 0.1), description="train/valid/test fractions")
+    seed: int = Field(0, description="seed of random splits (fixed: the same split for every checkpoint)")
+
+
+class TaskSpec(StrictModel):
+    """A downstream task."""
+
+    name: str = Field(description="task name, unique within its benchmark")
+    benchmark: str = Field(description="benchmark group (moleculenet, glue, dna, ...)")
+    modality: str = Field(description="modality the inputs belong to")
+    kind: TaskKind = Field(description="binary (one or more binary tasks), multiclass, or regression")
+    files: dict[str, str] = Field(
+        description="file per split (train/valid/test) for predefined splits, else {all: file}; looked up in the "
+                    "data directory, then in the built-in tasks/<benchmark>/data/ (a .gz twin is accepted)")
+    delimiter: str = Field(",", description="field delimiter of the table files")
+    input_columns: list[str] = Field(description="one column, or two for sentence pairs")
+    label_columns: list[str] | Literal["rest"] = Field(
+        description="label columns; 'rest' = every column that is not an input or ignored column")
+    ignore_columns: list[str] = Field(default_factory=list, description="columns that are neither input nor label")
+    label_values: list[str] | None = Field(None, description="class names in index order (multiclass with string labels)")
+    metric: str = Field(description="headline metric (see polymask.tasks.metrics.METRICS)")
+    extra_metrics: list[str] = Field(default_factory=list, description="further metrics reported")
+    split: SplitSpec
+    deduplicate: bool = Field(False, description="drop repeated inputs (and inputs seen with conflicting labels)")
+    source: str = Field("", description="where the data comes from")
+    in_default_benchmark: bool = Field(True, description="run by `polymask benchmark <benchmark>` without --tasks")
+
+    @property
+    def key(self) -> str:
+        return f"{self.benchmark}/{self.name}"
+
+    @model_validator(mode="after")
+    def _check(self) -> "TaskSpec":
+        if self.split.method == "predefined" and not {"train", "test"} <= set(self.files):
+            raise ValueError("a predefined split needs files for train and test (valid optional)")
+        if self.split.method != "predefined" and set(self.files) != {"all"}:
+            raise ValueError(f"split '{self.split.method}' needs exactly one file, given as files: {{all: FILE}}")
+        return self
+
+
+def task_spec_path(key: str) -> Path:
+    """``benchmark/name`` -> its YAML file (built-in) or a path to a YAML file."""
+    path = Path(key)
+    if path.suffix in (".yaml", ".yml") and path.is_file():
+        return path
+    candidate = builtin_dir("tasks") / f"{key}.yaml"
+    if not candidate.is_file():
+        known = ", ".join(task_names())
+        raise ConfigError(f"unknown task '{key}'; built-in tasks: {known}")
+    return candidate
+
+
+def load_task_spec(key: str) -> TaskSpec:
+    """Load and validate a task spec by key (``moleculenet/bbbp``) or path."""
+    path = task_spec_path(key)
+    try:
+        return TaskSpec.model_validate(yaml.safe_load(path.read_text()))
+    except ValidationError as exc:
+        lines = [f"{'.'.join(map(str, e['loc']))}: {e['msg']}" for e in exc.errors()]
+        raise ConfigError(f"{path}: invalid task spec:\n  " + "\n  ".join(lines)) from None
+
+
+def task_names(benchmark: str | None = None, default_only: bool = False) -> list[str]:
+    """Keys of the built-in tasks, optionally of one benchmark (and only those it runs by default)."""
+    root = builtin_dir("tasks")
+    keys = sorted(f"{p.parent.name}/{p.stem}" for p in root.glob("*/*.yaml")
+                  if benchmark is None or p.parent.name == benchmark)
+    return [key for key in keys if not default_only or load_task_spec(key).in_default_benchmark]

@@ -1,0 +1,84 @@
+"""The rows of a benchmark table: pretrained checkpoints, the same architecture untrained, references.
+
+A ``System`` turns (task data, seed) into a result dict with ``valid`` and ``test`` metrics.
+Benchmark-specific reference baselines (ECFP + random forest for MoleculeNet, k-mer counts +
+logistic regression for DNA, ...) register in ``REFERENCES`` under their benchmark's name.
+"""
+from __future__ import annotations
+
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any, Callable
+
+import torch
+
+from polymask.config import build_run_config
+from polymask.model.encoder import Encoder
+from polymask.modalities import build_modality
+from polymask.modalities.base import Modality
+from polymask.registry import Registry
+from polymask.tasks.data import TaskData
+from polymask.tasks.finetune import FinetuneConfig, finetune
+from polymask.training.checkpoint import LoadedCheckpoint, load_checkpoint
+
+RunCell = Callable[[TaskData, int], dict[str, Any]]
+
+
+@dataclass
+class System:
+    """One benchmark row: a name, the modality its inputs are read with, and how to run a cell."""
+
+    name: str
+    description: str
+    modality: Modality
+    run: RunCell
+
+
+@dataclass
+class Reference:
+    """A benchmark-specific baseline: ``run(task, seed)`` trains and scores it."""
+
+    name: str
+    run: RunCell
+
+
+REFERENCES: Registry[list[Reference]] = Registry("benchmark references")
+
+
+def _finetuned(encoder_factory: Callable[[int], Encoder], checkpoint: LoadedCheckpoint, modality: Modality,
+               config: FinetuneConfig) -> RunCell:
+    def run(task: TaskData, seed: int) -> dict[str, Any]:
+        return finetune(task, encoder_factory(seed), checkpoint.tokenizer, modality, config, seed)
+
+    return run
+
+
+def checkpoint_system(path: Path, config: FinetuneConfig) -> System:
+    """A pretrained checkpoint, fine-tuned per task and seed (objective modules dropped)."""
+    checkpoint = load_checkpoint(path)
+    run_config = build_run_config(checkpoint.config)
+    modality = build_modality(run_config.modality)
+    run_dir = checkpoint.folder.parent.parent
+    return System(f"{run_dir.name} ({run_config.objective.name})",
+                  f"{checkpoint.folder} ({run_config.objective.name}, preset {checkpoint.encoder_config.preset})",
+                  modality, _finetuned(lambda seed: checkpoint.build_encoder(), checkpoint, modality, config))
+
+
+def untrained_system(path: Path, config: FinetuneConfig) -> System:
+    """The same architecture and tokenizer as the checkpoint at ``path``, randomly initialised (per seed)."""
+    checkpoint = load_checkpoint(path)
+    modality = build_modality(build_run_config(checkpoint.config).modality)
+
+    def fresh_encoder(seed: int) -> Encoder:
+        torch.manual_seed(10_000 + seed)
+        return Encoder(checkpoint.encoder_config, checkpoint.vocab_size)
+
+    return System("no pretraining", f"architecture of {checkpoint.folder}, random initialisation",
+                  modality, _finetuned(fresh_encoder, checkpoint, modality, config))
+
+
+def reference_systems(benchmark: str, modality: Modality) -> list[System]:
+    """The registered reference baselines of a benchmark (none if it registers none)."""
+    if benchmark not in REFERENCES:
+        return []
+    return [System(ref.name, ref.name, modality, ref.run) for ref in REFERENCES.get(benchmark)]
