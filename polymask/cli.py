@@ -77,7 +77,7 @@ def cmd_train(args: argparse.Namespace) -> int:
 
 def cmd_tokenizer_train(args: argparse.Namespace) -> int:
     from polymask.config import apply_override
-    from polymask.data.corpus import iter_source_records
+    from polymask.data.readers import read_records
     from polymask.errors import InvalidRecord
     from polymask.modalities import MODALITIES
     from polymask.tokenization import save_tokenizer
@@ -89,7 +89,8 @@ def cmd_tokenizer_train(args: argparse.Namespace) -> int:
     modality = modality_cls(modality_cls.Config.model_validate(raw))
     paths = args.input or modality.corpus_paths()
     texts, skipped = [], 0
-    for record in iter_source_records(paths, args.column, modality.default_columns):
+    records = (record for path in paths for record in read_records(path, args.column, modality.default_columns))
+    for record in records:
         try:
             texts.append(modality.tokenizer_input(modality.normalize(record.text)))
         except InvalidRecord:
@@ -104,6 +105,11 @@ def cmd_tokenizer_train(args: argparse.Namespace) -> int:
 def cmd_bench(args: argparse.Namespace) -> int:
     from polymask.bench import run_bench
 
+    if args.corpus:
+        from polymask.bench_corpus import bench_corpus
+
+        bench_corpus(args.corpus, args.modality, args.num_proc, args.max_len, args.out)
+        return 0
     run_bench(args.modality, args.preset, args.batch_size, args.max_len, tuple(args.objectives.split(",")),
               args.warmup, args.steps, args.out)
     return 0
@@ -148,6 +154,8 @@ def _add_bench(sub: argparse._SubParsersAction) -> None:
     parser.add_argument("--warmup", type=int, default=5, help="untimed steps first")
     parser.add_argument("--steps", type=int, default=40, help="timed steps")
     parser.add_argument("--out", type=Path, default=Path("docs/results/bench"), help="folder for the .md/.json results")
+    parser.add_argument("--corpus", type=Path, help="instead: time the preparation (tokenisation) of this corpus file")
+    parser.add_argument("--num-proc", type=int, default=2, help="tokenisation processes with --corpus")
     parser.set_defaults(handler=cmd_bench)
 
 

@@ -35,6 +35,7 @@ class DataConfig(StrictModel):
     bucket_pool: int = Field(64, ge=1, description="batches per sorting pool when bucketing")
     cache_dir: Path | None = Field(None, description="tokenised-data cache; default $POLYMASK_CACHE or ~/.cache/polymask")
     strict: bool = Field(False, description="fail on the first invalid record instead of skipping and counting it")
+    num_proc: int = Field(1, ge=1, description="processes for tokenisation (datasets.map)")
 
     def resolved_cache_dir(self) -> Path:
         if self.cache_dir is not None:
@@ -67,6 +68,8 @@ class TrainConfig(StrictModel):
     precision: Literal["auto", "fp32", "bf16"] = Field(
         "auto", description="auto: bf16 autocast where the device has native bf16 (recent GPUs and CPUs), else fp32")
     compile: bool = Field(False, description="torch.compile the encoder")
+    parallel: Literal["ddp", "fsdp"] = Field(
+        "ddp", description="multi-process strategy under torchrun: DistributedDataParallel or FSDP2 (fully_shard)")
     threads: int | None = Field(None, ge=1, description="CPU threads for torch; null: torch's default")
     progress: bool = Field(True, description="show a progress bar")
 

@@ -26,6 +26,10 @@ class Batch:
     def padded_tokens(self) -> int:
         return self.input_ids.numel()
 
+    def pin_memory(self) -> "Batch":
+        mask = None if self.attention_mask is None else self.attention_mask.pin_memory()
+        return replace(self, input_ids=self.input_ids.pin_memory(), attention_mask=mask)
+
     def to(self, device: torch.device) -> "Batch":
         mask = None if self.attention_mask is None else self.attention_mask.to(device, non_blocking=True)
         return replace(self, input_ids=self.input_ids.to(device, non_blocking=True), attention_mask=mask)

@@ -1,10 +1,12 @@
 """Turn corpus files into tokenised, cached train/validation splits.
 
-records -> Modality.normalize (invalid ones reported with file and line, or fatal in strict mode)
--> record-level train/validation split -> tokenizer (batched) -> sequences of at most ``max_len``
-tokens ([CLS] ... [SEP]; long ones windowed or skipped as the modality says; text packed into full
-blocks) -> an Arrow dataset (``datasets``) in the cache, keyed by the content of the corpus, the
-tokenizer and the settings, and reused by the next run.
+records (streamed into Arrow) -> Modality.normalize (invalid ones reported with file and line, or
+fatal in strict mode) -> record-level train/validation split -> tokenizer (batched) -> sequences
+of at most ``max_len`` tokens ([CLS] ... [SEP]; long ones windowed or skipped as the modality says;
+text packed into full blocks) -> an Arrow dataset in the cache, keyed by the content of the corpus,
+the tokenizer and the settings, memory-mapped by training and reused by the next run. Every step
+runs through ``datasets.map`` in batches (``num_proc`` processes), so RAM stays bounded however
+large the corpus.
 """
 from __future__ import annotations
 
@@ -13,23 +15,28 @@ import json
 import shutil
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
-from typing import Iterator, Sequence
+from typing import Sequence
 
-import numpy as np
 import datasets
+import numpy as np
+import pyarrow.compute as pc
 from datasets import Dataset, Features, Sequence as ListFeature, Value, load_from_disk
 from tokenizers import Tokenizer
 
-from polymask.data.readers import Record, pick_column, read_records
+from polymask.data import pipeline
 from polymask.data.tokens import TokenStore
-from polymask.errors import DataError, InvalidRecord
+from polymask.errors import DataError
 from polymask.modalities.base import Modality
-from polymask.tokenization import SpecialIds, fingerprint
+from polymask.tokenization import fingerprint
 
-PIPELINE_VERSION = 1
+PIPELINE_VERSION = 2
 HASH_CONTENT_LIMIT = 256 * 2**20
-ENCODE_CHUNK = 4096
 SKIPPED_EXAMPLES = 10
+RAW_FEATURES = Features({"source": Value("string"), "line": Value("int64"), "text": Value("string"),
+                         "reason": Value("string")})
+TOKEN_FEATURES = Features({"input_ids": ListFeature(Value("int32")), "length": Value("int32"), "text": Value("string"),
+                           "unknown": Value("int32"), "source": Value("string"), "line": Value("int64"),
+                           "reason": Value("string")})
 
 
 @dataclass
@@ -54,15 +61,6 @@ class Corpus:
     skipped_file: Path
 
 
-@dataclass
-class _Builder:
-    """Accumulates sequences for one split."""
-
-    sequences: list[list[int]] = field(default_factory=list)
-    texts: list[str] = field(default_factory=list)
-    stream: list[int] = field(default_factory=list)
-
-
 def file_digest(path: Path) -> str:
     """Content hash of a file (path, size and mtime for files over 256 MiB)."""
     stat = path.stat()
@@ -75,22 +73,9 @@ def file_digest(path: Path) -> str:
     return digest.hexdigest()
 
 
-def iter_source_records(sources: Sequence[Path] | Dataset, column: str | None,
-                        default_columns: Sequence[str]) -> Iterator[Record]:
-    """Records of local files, or of one column of a ``datasets.Dataset``."""
-    if isinstance(sources, Dataset):
-        name = pick_column(sources.column_names, column, default_columns, "dataset")
-        for row, value in enumerate(sources[name], start=1):
-            yield Record("<dataset>", row, "" if value is None else str(value),
-                         error="null value" if value is None else None)
-        return
-    for path in sources:
-        yield from read_records(Path(path), column, default_columns)
-
-
 def prepare_corpus(modality: Modality, tokenizer: Tokenizer, sources: Sequence[Path] | Dataset, *,
                    column: str | None, max_len: int, val_fraction: float, max_val_records: int,
-                   seed: int, cache_dir: Path, strict: bool) -> Corpus:
+                   seed: int, cache_dir: Path, strict: bool, num_proc: int = 1) -> Corpus:
     """Tokenise (or load from the cache) a corpus into train and validation ``TokenStore``s."""
     settings = {"version": PIPELINE_VERSION, "column": column, "max_len": max_len, "val_fraction": val_fraction,
                 "max_val_records": max_val_records, "seed": seed,
@@ -107,7 +92,7 @@ def prepare_corpus(modality: Modality, tokenizer: Tokenizer, sources: Sequence[P
     folder = cache_dir / f"{modality.name}-{key.hexdigest()[:20]}"
     if not (folder / "report.json").is_file():
         _build(folder, modality, tokenizer, sources, column=column, max_len=max_len, val_fraction=val_fraction,
-               max_val_records=max_val_records, seed=seed, strict=strict)
+               max_val_records=max_val_records, seed=seed, strict=strict, num_proc=num_proc)
     report = CorpusReport(**json.loads((folder / "report.json").read_text()))
     report.cache = str(folder)
     return Corpus(_load_split(folder / "train", report.train_sequences),
@@ -116,96 +101,76 @@ def prepare_corpus(modality: Modality, tokenizer: Tokenizer, sources: Sequence[P
 
 def _load_split(path: Path, size: int) -> TokenStore:
     """A split memory-mapped from the cache (``datasets`` cannot reload an empty one)."""
-    return TokenStore(load_from_disk(str(path)) if size else _to_dataset(_Builder(), keep_text=False))
+    if size:
+        return TokenStore(load_from_disk(str(path)))
+    empty = {"input_ids": ListFeature(Value("int32")), "length": Value("int32")}
+    return TokenStore(Dataset.from_dict({"input_ids": [], "length": []}, features=Features(empty)))
 
 
 def _build(folder: Path, modality: Modality, tokenizer: Tokenizer, sources: Sequence[Path] | Dataset, *,
            column: str | None, max_len: int, val_fraction: float, max_val_records: int, seed: int,
-           strict: bool) -> None:
-    report = CorpusReport()
-    skipped: list[dict] = []
-
-    def skip(source: str, line: int, reason: str) -> None:
-        if strict:
-            raise DataError(f"{source}:{line}: {reason} (strict mode; drop data.strict to skip and count such records)")
-        report.skipped += 1
-        skipped.append({"source": source, "line": line, "reason": reason})
-
-    texts, origins = [], []
-    for record in iter_source_records(sources, column, modality.default_columns):
-        report.records += 1
-        try:
-            if record.error:
-                raise InvalidRecord(record.error)
-            texts.append(modality.normalize(record.text))
-            origins.append((record.source, record.line))
-        except InvalidRecord as exc:
-            skip(record.source, record.line, exc.reason)
-    if not texts:
-        raise DataError(f"no usable records in the corpus ({report.records} read, {report.skipped} invalid)")
-
-    order = np.random.default_rng(seed).permutation(len(texts))
-    n_valid = min(max_val_records, int(round(val_fraction * len(texts))))
-    is_valid = np.zeros(len(texts), dtype=bool)
-    is_valid[order[:n_valid]] = True
-
-    specials = SpecialIds.of(tokenizer)
-    body = max_len - 2
-    keep_text = modality.config.augment and not modality.packed
-    splits = {False: _Builder(), True: _Builder()}
-    for start in range(0, len(texts), ENCODE_CHUNK):
-        chunk = texts[start:start + ENCODE_CHUNK]
-        encodings = tokenizer.encode_batch([modality.tokenizer_input(t) for t in chunk], add_special_tokens=False)
-        for offset, (text, encoding) in enumerate(zip(chunk, encodings)):
-            index = start + offset
-            ids = encoding.ids
-            split = splits[bool(is_valid[index])]
-            report.unknown_tokens += ids.count(specials.unk)
-            if not ids:
-                skip(*origins[index], "no tokens after tokenisation")
-            elif modality.packed:
-                split.stream.extend(ids)
-                split.stream.append(specials.sep)
-            elif len(ids) <= body:
-                split.sequences.append([specials.cls, *ids, specials.sep])
-                split.texts.append(text)
-            elif modality.overflow == "window":
-                for window_start in range(0, len(ids), body):
-                    window = ids[window_start:window_start + body]
-                    split.sequences.append([specials.cls, *window, specials.sep])
-                    split.texts.append(modality.decode(tokenizer, window) if keep_text else "")
-            else:
-                skip(*origins[index], f"{len(ids)} tokens, more than max_len - 2 = {body}")
-
+           strict: bool, num_proc: int) -> None:
+    """Read, normalise, split and tokenise through ``datasets.map`` into ``folder`` (atomically)."""
     datasets.disable_progress_bars()
     tmp = folder.with_name(folder.name + ".tmp")
     shutil.rmtree(tmp, ignore_errors=True)
     tmp.mkdir(parents=True)
-    for is_valid_split, builder in splits.items():
-        if modality.packed:
-            stream = builder.stream
-            builder.sequences = [[specials.cls, *stream[i:i + body], specials.sep] for i in range(0, len(stream), body)]
-        name = "valid" if is_valid_split else "train"
-        if builder.sequences:
-            _to_dataset(builder, keep_text).save_to_disk(str(tmp / name))
-        setattr(report, f"{name}_sequences", len(builder.sequences))
-        report.tokens += sum(map(len, builder.sequences))
+    workers = num_proc if num_proc > 1 else None
+    if isinstance(sources, Dataset):
+        rows = pipeline.dataset_rows(sources, column, modality.default_columns)
+    else:
+        rows = Dataset.from_generator(
+            pipeline.record_rows, cache_dir=str(tmp / "hf"), features=RAW_FEATURES,
+            num_proc=workers if workers and len(sources) > 1 else None,
+            gen_kwargs={"paths": [str(p) for p in sources], "column": column,  # a list: sharded over processes
+                        "default_columns": tuple(modality.default_columns)})
+    report = CorpusReport(records=len(rows))
+    normalized = rows.map(pipeline.normalize_batch, batched=True, num_proc=workers, fn_kwargs={"modality": modality},
+                          new_fingerprint=f"{folder.name}-normalized", load_from_cache_file=False)
+    invalid = normalized.filter(lambda batch: [r is not None for r in batch["reason"]], batched=True,
+                                num_proc=workers, new_fingerprint=f"{folder.name}-invalid")
+    skipped = [{"source": r["source"], "line": r["line"], "reason": r["reason"]} for r in invalid]
+    if strict and skipped:
+        raise DataError(f"{skipped[0]['source']}:{skipped[0]['line']}: {skipped[0]['reason']} "
+                        f"(strict mode; drop data.strict to skip and count such records)")
+    valid_rows = normalized.filter(lambda batch: [r is None for r in batch["reason"]], batched=True,
+                                   num_proc=workers, new_fingerprint=f"{folder.name}-kept")
+    if len(valid_rows) == 0:
+        shutil.rmtree(tmp, ignore_errors=True)
+        raise DataError(f"no usable records in the corpus ({report.records} read, {len(skipped)} invalid)")
+    order = np.random.default_rng(seed).permutation(len(valid_rows))
+    n_valid = min(max_val_records, int(round(val_fraction * len(valid_rows))))
+    parts = {"valid": np.sort(order[:n_valid]), "train": np.sort(order[n_valid:])}
+    keep_text = modality.config.augment and not modality.packed
+    for name, indices in parts.items():
+        if not len(indices):
+            continue
+        tokenized = valid_rows.select(indices).map(
+            pipeline.tokenize_batch, batched=True, num_proc=workers, remove_columns=valid_rows.column_names,
+            fn_kwargs={"modality": modality, "tokenizer": tokenizer, "max_len": max_len, "keep_text": keep_text},
+            features=TOKEN_FEATURES, new_fingerprint=f"{folder.name}-{name}-tokens", load_from_cache_file=False)
+        report.unknown_tokens += int(pc.sum(tokenized.data.column("unknown")).as_py() or 0)
+        too_long = tokenized.filter(lambda batch: [r is not None for r in batch["reason"]], batched=True,
+                                    new_fingerprint=f"{folder.name}-{name}-skipped")
+        skipped += [{"source": r["source"], "line": r["line"], "reason": r["reason"]} for r in too_long]
+        sequences = tokenized.filter(lambda batch: [n > 0 for n in batch["length"]], batched=True, num_proc=workers,
+                                     new_fingerprint=f"{folder.name}-{name}-kept")
+        sequences = sequences.select_columns(["input_ids", "length", *(["text"] if keep_text else [])])
+        setattr(report, f"{name}_sequences", len(sequences))
+        report.tokens += int(pc.sum(sequences.data.column("length")).as_py() or 0)
+        if len(sequences):
+            sequences.save_to_disk(str(tmp / name))
+    if strict and skipped:
+        raise DataError(f"{skipped[0]['source']}:{skipped[0]['line']}: {skipped[0]['reason']} (strict mode)")
     if report.train_sequences == 0:
         shutil.rmtree(tmp, ignore_errors=True)
         raise DataError("the corpus yields no training sequences")
+    report.skipped = len(skipped)
     report.skipped_examples = skipped[:SKIPPED_EXAMPLES]
     with open(tmp / "skipped.jsonl", "w") as handle:
         for item in skipped:
             handle.write(json.dumps(item) + "\n")
     (tmp / "report.json").write_text(json.dumps(asdict(report), indent=1))
+    shutil.rmtree(tmp / "hf", ignore_errors=True)
     shutil.rmtree(folder, ignore_errors=True)
     tmp.rename(folder)
-
-
-def _to_dataset(builder: _Builder, keep_text: bool) -> Dataset:
-    columns: dict[str, list] = {"input_ids": builder.sequences, "length": [len(s) for s in builder.sequences]}
-    features = {"input_ids": ListFeature(Value("int32")), "length": Value("int32")}
-    if keep_text:
-        columns["text"] = builder.texts
-        features["text"] = Value("string")
-    return Dataset.from_dict(columns, features=Features(features))

@@ -60,32 +60,32 @@ def _fsync_dir(path: Path) -> None:
         os.close(descriptor)
 
 
-def optimizer_tensors(optimizer: torch.optim.Optimizer) -> tuple[dict[str, torch.Tensor], dict[str, Any]]:
-    """Split an optimizer state dict into flat tensors and JSON-able hyper-parameters."""
-    state = optimizer.state_dict()
+def optimizer_tensors(optimizer_state: dict[str, Any]) -> tuple[dict[str, torch.Tensor], dict[str, Any]]:
+    """Split a (parameter-name keyed) optimizer state dict into flat tensors and JSON-able values."""
     tensors, scalars = {}, {}
-    for index, values in state["state"].items():
-        for name, value in values.items():
+    for name, values in optimizer_state["state"].items():
+        for key, value in values.items():
             if isinstance(value, torch.Tensor):
-                tensors[f"optimizer.{index}.{name}"] = value.detach().cpu().contiguous()
+                tensors[f"optimizer/{name}/{key}"] = value.detach().cpu().contiguous()
             else:
-                scalars[f"{index}.{name}"] = value
-    return tensors, {"param_groups": state["param_groups"], "scalars": scalars}
+                scalars[f"{name}/{key}"] = value
+    return tensors, {"param_groups": optimizer_state["param_groups"], "scalars": scalars}
 
 
-def restore_optimizer(optimizer: torch.optim.Optimizer, tensors: dict[str, torch.Tensor], meta: dict[str, Any]) -> None:
-    state: dict[int, dict[str, Any]] = {}
+def optimizer_state_from(tensors: dict[str, torch.Tensor], meta: dict[str, Any]) -> dict[str, Any]:
+    """Inverse of ``optimizer_tensors``."""
+    state: dict[str, dict[str, Any]] = {}
     for key, value in tensors.items():
-        if key.startswith("optimizer."):
-            _, index, name = key.split(".", 2)
-            state.setdefault(int(index), {})[name] = value
+        if key.startswith("optimizer/"):
+            _, name, field = key.split("/")
+            state.setdefault(name, {})[field] = value
     for key, value in meta["scalars"].items():
-        index, name = key.split(".", 1)
-        state.setdefault(int(index), {})[name] = value
-    optimizer.load_state_dict({"state": state, "param_groups": meta["param_groups"]})
+        name, field = key.split("/")
+        state.setdefault(name, {})[field] = value
+    return {"state": state, "param_groups": meta["param_groups"]}
 
 
-def save_checkpoint(run_dir: Path, step: int, model: torch.nn.Module, optimizer: torch.optim.Optimizer,
+def save_checkpoint(run_dir: Path, step: int, weights: dict[str, torch.Tensor], optimizer_state: dict[str, Any],
                     trainer_state: dict[str, Any], rng_tensors: dict[str, torch.Tensor], config: dict[str, Any],
                     encoder: Encoder, tokenizer: Tokenizer, keep: int) -> Path:
     """Write ``checkpoints/step-XXXXXX`` atomically, point ``latest.json`` at it, prune old ones."""
@@ -95,9 +95,9 @@ def save_checkpoint(run_dir: Path, step: int, model: torch.nn.Module, optimizer:
     tmp = root / f".tmp-{final.name}"
     shutil.rmtree(tmp, ignore_errors=True)
     tmp.mkdir()
-    weights = {name: tensor.detach().cpu().contiguous() for name, tensor in model.state_dict().items()}
-    save_file(weights, str(tmp / "model.safetensors"))
-    moments, optimizer_meta = optimizer_tensors(optimizer)
+    save_file({name: tensor.detach().cpu().contiguous() for name, tensor in weights.items()},
+              str(tmp / "model.safetensors"))
+    moments, optimizer_meta = optimizer_tensors(optimizer_state)
     save_file({**moments, **rng_tensors}, str(tmp / "optimizer.safetensors"))
     _write_json(tmp / "trainer_state.json", {**trainer_state, "optimizer": optimizer_meta})
     _write_json(tmp / "config.json", config)

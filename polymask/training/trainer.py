@@ -2,11 +2,11 @@
 
 Reads top to bottom: build everything from the config, optionally restore a checkpoint, then
 loop over optimiser steps (micro-batches, loss, backward, clip, step), validating, logging and
-checkpointing on schedule. ``train()`` returns the run summary.
+checkpointing on schedule. ``train()`` returns the run summary. Under ``torchrun`` every rank
+runs this same loop on its share of each step's micro-batches (see ``training.distributed``).
 """
 from __future__ import annotations
 
-import json
 import random
 import time
 from dataclasses import asdict, dataclass
@@ -16,6 +16,7 @@ from typing import Any
 import numpy as np
 import torch
 from datasets import Dataset
+from torch.distributed.checkpoint.state_dict import StateDictOptions, get_state_dict, set_state_dict
 
 from polymask.config import RunConfig, build_run_config
 from polymask.data.batching import Batch, BatchSampler, collate
@@ -26,13 +27,15 @@ from polymask.model.encoder import Encoder
 from polymask.modalities import build_modality
 from polymask.objectives import OBJECTIVES
 from polymask.tokenization import SpecialIds
-from polymask.training.checkpoint import load_checkpoint, restore_optimizer, save_checkpoint
+from polymask.training.checkpoint import load_checkpoint, optimizer_state_from, save_checkpoint
+from polymask.training.distributed import init_distributed, wrap_model
 from polymask.training.runtime import autocast, progress_bar, resolve_device, restore_rng, rng_tensors, step_generator
 from polymask.training.schedule import build_optimizer, learning_rate
 from polymask.training.summary import MetricsLog, write_summary
 
 VALIDATION_STREAM = 1
 AUGMENT_STREAM = 2
+FULL_STATE = StateDictOptions(full_state_dict=True, cpu_offload=True)
 
 
 @dataclass
@@ -53,23 +56,22 @@ class Trainer:
 
     def __init__(self, config: RunConfig, data: Dataset | None = None, run_dir: Path | None = None) -> None:
         self.config = config
-        self.run_dir = run_dir or config.out_dir()
-        self.run_dir.mkdir(parents=True, exist_ok=True)
         train_config = config.train
+        self.dist = init_distributed(train_config.device)
+        self.run_dir = run_dir or config.out_dir()
+        if self.dist.is_main:
+            self.run_dir.mkdir(parents=True, exist_ok=True)
         if train_config.threads:
             torch.set_num_threads(train_config.threads)
-        self.device = resolve_device(train_config.device)
+        self.device = resolve_device(f"cuda:{self.dist.local_rank}" if self.dist.enabled and train_config.device
+                                     in ("auto", "cuda") and torch.cuda.is_available() else train_config.device)
         torch.manual_seed(train_config.seed)
         random.seed(train_config.seed)
 
         self.modality = build_modality(config.modality)
         self.tokenizer = self.modality.load_tokenizer()
         self.specials = SpecialIds.of(self.tokenizer)
-        self.corpus: Corpus = prepare_corpus(
-            self.modality, self.tokenizer, data if data is not None else (config.data.paths or self.modality.corpus_paths()),
-            column=config.data.column, max_len=config.data.max_len, val_fraction=config.data.val_fraction,
-            max_val_records=config.data.max_val_records, seed=train_config.seed,
-            cache_dir=config.data.resolved_cache_dir(), strict=config.data.strict)
+        self.corpus = self._prepare_corpus(data)
 
         objective_cls = OBJECTIVES.get(config.objective.name)
         encoder_config = config.model.model_copy(update=objective_cls.encoder_overrides(config.objective))
@@ -77,6 +79,7 @@ class Trainer:
         self.model = objective_cls(config.objective, self.encoder, self.specials, self.modality.mask_span).to(self.device)
         if train_config.compile:
             self.encoder.compile()
+        self.train_model = wrap_model(self.model, self.dist, self.device, train_config.parallel)
         self.optimizer = build_optimizer(self.model, train_config)
         self.sampler = BatchSampler(self.corpus.train.lengths, train_config.batch_size, train_config.seed,
                                     config.data.batching, config.data.bucket_pool)
@@ -87,6 +90,21 @@ class Trainer:
         self.last_saved_step = -1
         self.metrics = MetricsLog(self.run_dir / "metrics.jsonl")
 
+    def _prepare_corpus(self, data: Dataset | None) -> Corpus:
+        """Tokenise (rank 0 first, the others then read its cache)."""
+        config = self.config
+
+        def prepare() -> Corpus:
+            return prepare_corpus(
+                self.modality, self.tokenizer, data if data is not None else (config.data.paths or self.modality.corpus_paths()),
+                column=config.data.column, max_len=config.data.max_len, val_fraction=config.data.val_fraction,
+                max_val_records=config.data.max_val_records, seed=config.train.seed,
+                cache_dir=config.data.resolved_cache_dir(), strict=config.data.strict, num_proc=config.data.num_proc)
+
+        corpus = prepare() if self.dist.is_main else None
+        self.dist.barrier()
+        return corpus or prepare()
+
     # -- data -------------------------------------------------------------------------------------
     def _batch(self, store: TokenStore, indices: np.ndarray, augment_seed: tuple[int, ...] | None) -> Batch:
         sequences = [store[int(i)] for i in indices]
@@ -96,31 +114,39 @@ class Trainer:
             encoded = self.tokenizer.encode_batch(variants)
             max_len = self.config.data.max_len
             sequences = [e.ids if len(e.ids) <= max_len else s for e, s in zip(encoded, sequences)]
-        return collate(sequences, self.specials.pad).to(self.device)
+        batch = collate(sequences, self.specials.pad)
+        if self.device.type == "cuda":
+            batch = batch.pin_memory()
+        return batch.to(self.device)
 
-    def _next_indices(self) -> np.ndarray:
-        batches = self.sampler.epoch(self.state.epoch)
-        if self.state.batch_index >= len(batches):
-            self.state.epoch += 1
-            self.state.batch_index = 0
+    def _step_micro_batches(self, count: int) -> list[np.ndarray]:
+        """The next ``count`` micro-batches of the (epoch-crossing) batch stream."""
+        taken = []
+        while len(taken) < count:
             batches = self.sampler.epoch(self.state.epoch)
-        indices = batches[self.state.batch_index]
-        self.state.batch_index += 1
-        return indices
+            if self.state.batch_index >= len(batches):
+                self.state.epoch += 1
+                self.state.batch_index = 0
+                continue
+            taken.append(batches[self.state.batch_index])
+            self.state.batch_index += 1
+        return taken
 
     # -- steps ------------------------------------------------------------------------------------
     def _train_step(self) -> tuple[float, int, int]:
-        """One optimiser step over ``grad_accum`` micro-batches: (loss, real tokens, padded tokens)."""
+        """One optimiser step: (mean loss over all ranks and micro-batches, real tokens, padded tokens)."""
         config = self.config.train
         for group in self.optimizer.param_groups:
             group["lr"] = learning_rate(self.state.step, config)
+        step_batches = self._step_micro_batches(config.grad_accum * self.dist.world_size)
+        mine = self.dist.own(step_batches, config.grad_accum)
         loss_total, real, padded = 0.0, 0, 0
-        for micro in range(config.grad_accum):
-            batch = self._batch(self.corpus.train, self._next_indices(),
-                                (config.seed, self.state.step, micro, AUGMENT_STREAM))
-            with autocast(self.device, config.precision):
-                output = self.model(batch, step_generator(config.seed, self.state.step, micro))
-            (output.loss / config.grad_accum).backward()
+        for position, (index, indices) in enumerate(mine):
+            batch = self._batch(self.corpus.train, indices, (config.seed, self.state.step, index, AUGMENT_STREAM))
+            last = position == len(mine) - 1
+            with self._gradient_sync(last), autocast(self.device, config.precision):
+                output = self.train_model(batch, step_generator(config.seed, self.state.step, index))
+                (output.loss / config.grad_accum).backward()
             loss_total += output.loss.item() / config.grad_accum
             real += batch.real_tokens
             padded += batch.padded_tokens
@@ -128,7 +154,14 @@ class Trainer:
             torch.nn.utils.clip_grad_norm_(self.model.parameters(), config.grad_clip)
         self.optimizer.step()
         self.optimizer.zero_grad(set_to_none=True)
-        return loss_total, real, padded
+        loss_sum, real, padded = self.dist.sum([loss_total, real, padded], self.device)
+        return loss_sum / self.dist.world_size, int(real), int(padded)
+
+    def _gradient_sync(self, last_micro_batch: bool) -> Any:
+        """DDP all-reduces gradients only after the last micro-batch of a step."""
+        if last_micro_batch or not hasattr(self.train_model, "no_sync"):
+            return torch.enable_grad()
+        return self.train_model.no_sync()
 
     @torch.no_grad()
     def evaluate(self) -> dict[str, float]:
@@ -140,7 +173,7 @@ class Trainer:
         for index, indices in enumerate(batches):
             batch = self._batch(self.corpus.valid, indices, None)
             with autocast(self.device, config.precision):
-                output = self.model(batch, step_generator(config.seed, index, 0, VALIDATION_STREAM))
+                output = self.train_model(batch, step_generator(config.seed, index, 0, VALIDATION_STREAM))
             loss_sum += output.loss.item() * output.predictions
             predictions += output.predictions
             correct += int(output.correct)
@@ -150,13 +183,16 @@ class Trainer:
         return {"val_loss": loss_sum / predictions, "val_accuracy": correct / predictions}
 
     # -- checkpoints --------------------------------------------------------------------------------
-    def save(self) -> Path:
-        """Checkpoint the current step (atomically; see ``train.checkpoint``)."""
-        self.last_checkpoint = save_checkpoint(
-            self.run_dir, self.state.step, self.model, self.optimizer,
-            {"state": asdict(self.state), "python_rng": list(random.getstate())},
-            rng_tensors(), self.config.model_dump(mode="json"), self.encoder, self.tokenizer,
-            self.config.train.keep_checkpoints)
+    def save(self) -> Path | None:
+        """Checkpoint the current step (atomically; rank 0 writes, see ``training.checkpoint``)."""
+        weights, optimizer_state = get_state_dict(self.model, self.optimizer, options=FULL_STATE)
+        if self.dist.is_main:
+            self.last_checkpoint = save_checkpoint(
+                self.run_dir, self.state.step, weights, optimizer_state,
+                {"state": asdict(self.state), "python_rng": list(random.getstate())},
+                rng_tensors(), self.config.model_dump(mode="json"), self.encoder, self.tokenizer,
+                self.config.train.keep_checkpoints)
+        self.dist.barrier()
         self.last_saved_step = self.state.step
         return self.last_checkpoint
 
@@ -166,12 +202,16 @@ class Trainer:
         for section in ("modality", "objective", "model"):
             if getattr(saved, section) != getattr(self.config, section):
                 raise CheckpointError(f"cannot resume {checkpoint.folder}: its '{section}' config differs from this run's")
-        self.model.load_state_dict(checkpoint.weights)
         trainer_state, tensors = checkpoint.trainer_state()
-        restore_optimizer(self.optimizer, tensors, trainer_state["optimizer"])
+        set_state_dict(self.model, self.optimizer, model_state_dict=checkpoint.weights,
+                       optim_state_dict=optimizer_state_from(tensors, trainer_state["optimizer"]),
+                       options=StateDictOptions(full_state_dict=True))
         self.state = TrainState(**trainer_state["state"])
         restore_rng(tensors, trainer_state.get("python_rng"))
-        self.metrics.truncate_after(self.state.step)
+        if self.dist.rank:
+            torch.manual_seed(hash((self.config.train.seed, self.state.step, self.dist.rank)) & (2**63 - 1))
+        if self.dist.is_main:
+            self.metrics.truncate_after(self.state.step)
 
     # -- loop -------------------------------------------------------------------------------------
     def fit(self) -> dict[str, Any]:
@@ -180,13 +220,13 @@ class Trainer:
         start_step = self.state.step
         started = time.perf_counter()
         last_eval: dict[str, Any] = {}
-        bar = progress_bar(total=config.max_steps, initial=self.state.step, disable=not config.progress,
+        bar = progress_bar(total=config.max_steps, initial=self.state.step, disable=not (config.progress and self.dist.is_main),
                            unit="step", desc=f"{self.modality.name}/{self.config.objective.name}")
         try:
             while self.state.step < config.max_steps:
                 if config.stop_after_steps and self.state.step - start_step >= config.stop_after_steps:
                     break
-                if config.max_time and time.perf_counter() - started >= config.max_time:
+                if config.max_time and self._elapsed(started) >= config.max_time:
                     break
                 tick = time.perf_counter()
                 loss, real, padded = self._train_step()
@@ -197,7 +237,7 @@ class Trainer:
                 rate = self.state.tokens / max(self.state.train_time, 1e-9)
                 bar.update(1)
                 bar.set_postfix(loss=f"{loss:.3f}", tok_s=f"{rate:,.0f}")
-                if self.state.step % config.log_every == 0:
+                if self.state.step % config.log_every == 0 and self.dist.is_main:
                     self.metrics.write({"step": self.state.step, "loss": loss, "lr": learning_rate(self.state.step - 1, config),
                                         "tokens": self.state.tokens, "tokens_per_s": rate})
                 if self.state.step % config.eval_every == 0:
@@ -208,21 +248,29 @@ class Trainer:
             bar.close()
             if self.state.step > max(self.last_saved_step, 0):
                 folder = self.save()
-                print(f"\ninterrupted at step {self.state.step}; checkpoint saved to {folder}; "
-                      f"continue with --resume {self.run_dir}")
+                if folder is not None:
+                    print(f"\ninterrupted at step {self.state.step}; checkpoint saved to {folder}; "
+                          f"continue with --resume {self.run_dir}")
             raise
         bar.close()
         if not last_eval or last_eval.get("step") != self.state.step:
             last_eval = self._evaluate_and_log()
         if self.state.step != self.last_saved_step:
             self.save()
-        return write_summary(self, last_eval, time.perf_counter() - started)
+        summary = write_summary(self, last_eval, time.perf_counter() - started) if self.dist.is_main else {}
+        self.dist.barrier()
+        return summary
+
+    def _elapsed(self, started: float) -> float:
+        """Wall time since ``started``, agreed on by every rank (rank 0's clock) so all stop together."""
+        return self.dist.sum([time.perf_counter() - started if self.dist.is_main else 0.0], self.device)[0]
 
     def _evaluate_and_log(self) -> dict[str, Any]:
         result = {"step": self.state.step, **self.evaluate()}
         if "val_loss" in result and (self.state.best_val_loss is None or result["val_loss"] < self.state.best_val_loss):
             self.state.best_val_loss = result["val_loss"]
-        self.metrics.write(result)
+        if self.dist.is_main:
+            self.metrics.write(result)
         return result
 
 
@@ -232,6 +280,7 @@ def train(config: RunConfig | dict[str, Any] | None = None, *, data: Dataset | N
 
     ``config``: a ``RunConfig`` or a raw dict (validated); with ``resume`` and no config, the
     checkpoint's own config is used. ``data``: a ``datasets.Dataset`` instead of corpus files.
+    Under ``torchrun`` the summary is returned on rank 0 (other ranks return an empty dict).
     """
     run_dir = None
     if resume is not None:

@@ -1,0 +1,99 @@
+"""The batched steps of corpus preparation, run through ``datasets.map`` (optionally in parallel).
+
+Each function maps a batch of rows to a batch of rows, so any corpus streams through on-disk Arrow
+files with bounded memory.
+"""
+from __future__ import annotations
+
+from typing import Any, Iterator, Sequence
+
+from datasets import Dataset
+from tokenizers import Tokenizer
+
+from polymask.data.readers import pick_column, read_records
+from polymask.errors import InvalidRecord
+from polymask.modalities.base import Modality
+from polymask.tokenization import SpecialIds
+
+
+def record_rows(paths: Sequence[str], column: str | None, default_columns: Sequence[str]) -> Iterator[dict[str, Any]]:
+    """Generator of raw rows (for ``Dataset.from_generator``)."""
+    from pathlib import Path
+
+    for path in paths:
+        for record in read_records(Path(path), column, default_columns):
+            yield {"source": record.source, "line": record.line, "text": record.text, "reason": record.error}
+
+
+def dataset_rows(dataset: Dataset, column: str | None, default_columns: Sequence[str]) -> Dataset:
+    """The same rows from one column of a ``datasets.Dataset``."""
+    name = pick_column(dataset.column_names, column, default_columns, "dataset")
+
+    def convert(batch: dict[str, list], indices: list[int]) -> dict[str, list]:
+        values = batch[name]
+        return {"source": ["<dataset>"] * len(values), "line": [i + 1 for i in indices],
+                "text": ["" if v is None else str(v) for v in values],
+                "reason": ["null value" if v is None else None for v in values]}
+
+    return dataset.map(convert, batched=True, with_indices=True, remove_columns=dataset.column_names,
+                       new_fingerprint=f"{dataset._fingerprint}-rows-{name}")
+
+
+def normalize_batch(batch: dict[str, list], modality: Modality) -> dict[str, list]:
+    """Validate and canonicalise; an invalid record keeps its row with ``reason`` set."""
+    texts, reasons = [], []
+    for text, reason in zip(batch["text"], batch["reason"]):
+        try:
+            if reason:
+                raise InvalidRecord(reason)
+            texts.append(modality.normalize(text))
+            reasons.append(None)
+        except InvalidRecord as exc:
+            texts.append("")
+            reasons.append(exc.reason)
+    return {"text": texts, "reason": reasons}
+
+
+def tokenize_batch(batch: dict[str, list], modality: Modality, tokenizer: Tokenizer, max_len: int,
+                   keep_text: bool) -> dict[str, list]:
+    """Token ids of at most ``max_len`` ([CLS] ... [SEP]) per output row.
+
+    One record may give several rows (windows of a long DNA sequence; full blocks of packed text)
+    or a row with ``length`` 0 and a ``reason`` (too long for a modality that skips, or no tokens).
+    """
+    specials = SpecialIds.of(tokenizer)
+    body = max_len - 2
+    out: dict[str, list] = {"input_ids": [], "length": [], "text": [], "unknown": [], "source": [], "line": [],
+                            "reason": []}
+
+    def emit(ids: list[int], text: str, unknown: int, source: str = "", line: int = 0, reason: str | None = None) -> None:
+        out["input_ids"].append(ids)
+        out["length"].append(len(ids))
+        out["text"].append(text if keep_text else "")
+        out["unknown"].append(unknown)
+        out["source"].append(source)
+        out["line"].append(line)
+        out["reason"].append(reason)
+
+    encodings = tokenizer.encode_batch([modality.tokenizer_input(t) for t in batch["text"]], add_special_tokens=False)
+    stream: list[int] = []
+    for text, encoding, source, line in zip(batch["text"], encodings, batch["source"], batch["line"]):
+        ids = encoding.ids
+        unknown = ids.count(specials.unk)
+        if not ids:
+            emit([], "", 0, source, line, "no tokens after tokenisation")
+        elif modality.packed:
+            stream += [*ids, specials.sep]
+            emit([], "", unknown)  # counts the unknown tokens; dropped with the other empty rows
+        elif len(ids) <= body:
+            emit([specials.cls, *ids, specials.sep], text, unknown)
+        elif modality.overflow == "window":
+            for start in range(0, len(ids), body):
+                window = ids[start:start + body]
+                emit([specials.cls, *window, specials.sep], modality.decode(tokenizer, window) if keep_text else "",
+                     unknown if start == 0 else 0)
+        else:
+            emit([], "", unknown, source, line, f"{len(ids)} tokens, more than max_len - 2 = {body}")
+    for start in range(0, len(stream), body):
+        emit([specials.cls, *stream[start:start + body], specials.sep], "", 0)
+    return out
