@@ -71,7 +71,7 @@ def bench_hf_bert(trainer_like: Trainer, batch_size: int, max_len: int, precisio
         intermediate_size=encoder_config.d_ff, max_position_embeddings=max_len)).to(trainer_like.device)
     optimizer = torch.optim.AdamW(model.parameters(), lr=1e-3)
     collator = DataCollatorForLanguageModeling(to_hf(trainer_like.tokenizer), mlm_probability=0.15)
-    store = trainer_like.corpus.train
+    store = trainer_like.batches.store
     order = np.random.default_rng(seed).permutation(len(store))
     cursor = {"at": 0}
 

@@ -36,6 +36,7 @@ class DataConfig(StrictModel):
     cache_dir: Path | None = Field(None, description="tokenised-data cache; default $POLYMASK_CACHE or ~/.cache/polymask")
     strict: bool = Field(False, description="fail on the first invalid record instead of skipping and counting it")
     num_proc: int = Field(1, ge=1, description="processes for tokenisation (datasets.map)")
+    streaming: bool = Field(False, description="read, validate and tokenise on the fly instead of caching the corpus")
 
     def resolved_cache_dir(self) -> Path:
         if self.cache_dir is not None:

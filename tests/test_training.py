@@ -37,3 +37,18 @@ def test_summary_files_and_checkpoint(tmp_path, make_config):
 def test_wall_clock_budget_stops_early(tmp_path, make_config):
     summary = train(make_config("smiles", tmp_path / "run", max_steps=100000, max_time=2))
     assert 0 < summary["steps"] < 100000
+
+
+def test_streaming_corpus_trains_and_resumes_exactly(tmp_path, make_config):
+    def config(out, **extra):
+        raw = make_config("smiles", out, max_steps=8, **extra)
+        raw["data"].update(streaming=True, max_val_records=32, bucket_pool=4)
+        return raw
+
+    full = train(config(tmp_path / "full"))
+    assert full["steps"] == 8 and full["valid_sequences"] == 32 and full["skipped_records"] > 0
+    train(config(tmp_path / "split", stop_after_steps=3))
+    train(resume=tmp_path / "split")
+    losses = lambda run: [json.loads(line)["loss"] for line in (run / "metrics.jsonl").read_text().splitlines()
+                          if "loss" in json.loads(line)]
+    assert losses(tmp_path / "split") == losses(tmp_path / "full")

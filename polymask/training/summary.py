@@ -30,8 +30,10 @@ class MetricsLog:
 
 def write_summary(trainer: "Trainer", last_eval: dict[str, Any], wall_time: float) -> dict[str, Any]:
     """Build, print and save the run summary."""
-    state, report = trainer.state, trainer.corpus.report
-    shutil.copyfile(trainer.corpus.skipped_file, trainer.run_dir / "skipped_records.jsonl")
+    state, report = trainer.state, trainer.corpus_report
+    skipped_file = trainer.run_dir / "skipped_records.jsonl"
+    if trainer.skipped_file != skipped_file:
+        shutil.copyfile(trainer.skipped_file, skipped_file)
     summary = {
         "run_dir": str(trainer.run_dir),
         "modality": trainer.modality.name,
@@ -39,7 +41,7 @@ def write_summary(trainer: "Trainer", last_eval: dict[str, Any], wall_time: floa
         "parameters": sum(p.numel() for p in trainer.encoder.parameters()),
         "device": str(trainer.device),
         "steps": state.step,
-        "epochs": round(state.epoch + state.batch_index / max(1, len(trainer.sampler.epoch(state.epoch))), 3),
+        "epochs": trainer.epochs_done(),
         "tokens": state.tokens,
         "tokens_per_s": round(state.tokens / max(state.train_time, 1e-9), 1),
         "padding_fraction": round(1 - state.tokens / max(state.padded_tokens, 1), 4),

@@ -13,15 +13,15 @@ from dataclasses import asdict, dataclass
 from pathlib import Path
 from typing import Any
 
-import numpy as np
 import torch
 from datasets import Dataset
 from torch.distributed.checkpoint.state_dict import StateDictOptions, get_state_dict, set_state_dict
 
 from polymask.config import RunConfig, build_run_config
 from polymask.data.batching import Batch, BatchSampler, collate
-from polymask.data.corpus import Corpus, prepare_corpus
-from polymask.data.tokens import TokenStore
+from polymask.data.corpus import CorpusReport, prepare_corpus
+from polymask.data.streaming import StreamingBatches
+from polymask.data.streams import IndexedBatches, MicroBatch, StreamPosition
 from polymask.errors import CheckpointError
 from polymask.model.encoder import Encoder
 from polymask.modalities import build_modality
@@ -39,12 +39,10 @@ FULL_STATE = StateDictOptions(full_state_dict=True, cpu_offload=True)
 
 
 @dataclass
-class TrainState:
-    """Everything besides tensors that a resumed run needs."""
+class TrainState(StreamPosition):
+    """Everything besides tensors that a resumed run needs (the data position included)."""
 
     step: int = 0
-    epoch: int = 0
-    batch_index: int = 0
     tokens: int = 0
     padded_tokens: int = 0
     train_time: float = 0.0
@@ -71,7 +69,7 @@ class Trainer:
         self.modality = build_modality(config.modality)
         self.tokenizer = self.modality.load_tokenizer()
         self.specials = SpecialIds.of(self.tokenizer)
-        self.corpus = self._prepare_corpus(data)
+        self._prepare_data(data)
 
         objective_cls = OBJECTIVES.get(config.objective.name)
         encoder_config = config.model.model_copy(update=objective_cls.encoder_overrides(config.objective))
@@ -81,36 +79,51 @@ class Trainer:
             self.encoder.compile()
         self.train_model = wrap_model(self.model, self.dist, self.device, train_config.parallel)
         self.optimizer = build_optimizer(self.model, train_config)
-        self.sampler = BatchSampler(self.corpus.train.lengths, train_config.batch_size, train_config.seed,
-                                    config.data.batching, config.data.bucket_pool)
-        self.valid_batches = BatchSampler(self.corpus.valid.lengths, train_config.batch_size, train_config.seed,
+        self.valid_batches = BatchSampler(self.valid_store.lengths, train_config.batch_size, train_config.seed,
                                           "bucket", shuffle=False).epoch(0)
         self.state = TrainState()
         self.last_checkpoint: Path | None = None
         self.last_saved_step = -1
         self.metrics = MetricsLog(self.run_dir / "metrics.jsonl")
 
-    def _prepare_corpus(self, data: Dataset | None) -> Corpus:
-        """Tokenise (rank 0 first, the others then read its cache)."""
+    def _prepare_data(self, data: Dataset | None) -> None:
+        """Set ``batches`` (the training stream), ``valid_store``, ``corpus_report`` and ``skipped_file``."""
         config = self.config
-
-        def prepare() -> Corpus:
-            return prepare_corpus(
-                self.modality, self.tokenizer, data if data is not None else (config.data.paths or self.modality.corpus_paths()),
-                column=config.data.column, max_len=config.data.max_len, val_fraction=config.data.val_fraction,
+        sources = data if data is not None else (config.data.paths or self.modality.corpus_paths())
+        if config.data.streaming:
+            self.skipped_file = self.run_dir / "skipped_records.jsonl"
+            self.batches = StreamingBatches(
+                self.modality, self.tokenizer, sources, column=config.data.column, max_len=config.data.max_len,
+                batch_size=config.train.batch_size, pool_batches=config.data.bucket_pool,
                 max_val_records=config.data.max_val_records, seed=config.train.seed,
-                cache_dir=config.data.resolved_cache_dir(), strict=config.data.strict, num_proc=config.data.num_proc)
+                skipped_file=self.skipped_file if self.dist.is_main else None)
+            self.valid_store = self.batches.validation_store()
+            self.corpus_report = self.batches.report
+            return
 
-        corpus = prepare() if self.dist.is_main else None
+        def prepare() -> Any:
+            return prepare_corpus(
+                self.modality, self.tokenizer, sources, column=config.data.column, max_len=config.data.max_len,
+                val_fraction=config.data.val_fraction, max_val_records=config.data.max_val_records,
+                seed=config.train.seed, cache_dir=config.data.resolved_cache_dir(), strict=config.data.strict,
+                num_proc=config.data.num_proc)
+
+        corpus = prepare() if self.dist.is_main else None  # rank 0 tokenises; the others read its cache
         self.dist.barrier()
-        return corpus or prepare()
+        corpus = corpus or prepare()
+        sampler = BatchSampler(corpus.train.lengths, config.train.batch_size, config.train.seed, config.data.batching,
+                               config.data.bucket_pool)
+        self.batches = IndexedBatches(corpus.train, sampler)
+        self.valid_store = corpus.valid
+        self.corpus_report: CorpusReport = corpus.report
+        self.skipped_file = corpus.skipped_file
 
     # -- data -------------------------------------------------------------------------------------
-    def _batch(self, store: TokenStore, indices: np.ndarray, augment_seed: tuple[int, ...] | None) -> Batch:
-        sequences = [store[int(i)] for i in indices]
-        if augment_seed is not None and store.has_text and self.modality.config.augment:
+    def _batch(self, micro_batch: MicroBatch, augment_seed: tuple[int, ...] | None) -> Batch:
+        sequences = micro_batch.sequences
+        if augment_seed is not None and micro_batch.texts and self.modality.config.augment:
             rng = random.Random(hash(augment_seed))
-            variants = [self.modality.tokenizer_input(self.modality.augment(text, rng)) for text in store.texts(indices)]
+            variants = [self.modality.tokenizer_input(self.modality.augment(text, rng)) for text in micro_batch.texts]
             encoded = self.tokenizer.encode_batch(variants)
             max_len = self.config.data.max_len
             sequences = [e.ids if len(e.ids) <= max_len else s for e, s in zip(encoded, sequences)]
@@ -119,30 +132,17 @@ class Trainer:
             batch = batch.pin_memory()
         return batch.to(self.device)
 
-    def _step_micro_batches(self, count: int) -> list[np.ndarray]:
-        """The next ``count`` micro-batches of the (epoch-crossing) batch stream."""
-        taken = []
-        while len(taken) < count:
-            batches = self.sampler.epoch(self.state.epoch)
-            if self.state.batch_index >= len(batches):
-                self.state.epoch += 1
-                self.state.batch_index = 0
-                continue
-            taken.append(batches[self.state.batch_index])
-            self.state.batch_index += 1
-        return taken
-
     # -- steps ------------------------------------------------------------------------------------
     def _train_step(self) -> tuple[float, int, int]:
         """One optimiser step: (mean loss over all ranks and micro-batches, real tokens, padded tokens)."""
         config = self.config.train
         for group in self.optimizer.param_groups:
             group["lr"] = learning_rate(self.state.step, config)
-        step_batches = self._step_micro_batches(config.grad_accum * self.dist.world_size)
+        step_batches = self.batches.take(config.grad_accum * self.dist.world_size, self.state)
         mine = self.dist.own(step_batches, config.grad_accum)
         loss_total, real, padded = 0.0, 0, 0
-        for position, (index, indices) in enumerate(mine):
-            batch = self._batch(self.corpus.train, indices, (config.seed, self.state.step, index, AUGMENT_STREAM))
+        for position, (index, micro_batch) in enumerate(mine):
+            batch = self._batch(micro_batch, (config.seed, self.state.step, index, AUGMENT_STREAM))
             last = position == len(mine) - 1
             with self._gradient_sync(last), autocast(self.device, config.precision):
                 output = self.train_model(batch, step_generator(config.seed, self.state.step, index))
@@ -171,7 +171,7 @@ class Trainer:
         loss_sum, predictions, correct = 0.0, 0, 0
         batches = self.valid_batches[:config.eval_batches] if config.eval_batches else self.valid_batches
         for index, indices in enumerate(batches):
-            batch = self._batch(self.corpus.valid, indices, None)
+            batch = self._batch(MicroBatch([self.valid_store[int(i)] for i in indices]), None)
             with autocast(self.device, config.precision):
                 output = self.train_model(batch, step_generator(config.seed, index, 0, VALIDATION_STREAM))
             loss_sum += output.loss.item() * output.predictions
@@ -260,6 +260,12 @@ class Trainer:
         summary = write_summary(self, last_eval, time.perf_counter() - started) if self.dist.is_main else {}
         self.dist.barrier()
         return summary
+
+    def epochs_done(self) -> float:
+        """Epochs of training data consumed (whole epochs only when streaming: the length is unknown)."""
+        if isinstance(self.batches, IndexedBatches):
+            return round(self.state.epoch + self.state.batch_index / max(1, self.batches.batches_per_epoch(self.state)), 3)
+        return float(self.state.epoch)
 
     def _elapsed(self, started: float) -> float:
         """Wall time since ``started``, agreed on by every rank (rank 0's clock) so all stop together."""

@@ -1,0 +1,107 @@
+"""Streaming corpora: records are read, validated and tokenised on the fly (``datasets``
+IterableDataset), never cached whole — for corpora too large to prepare up front.
+
+The first ``max_val_records`` sequences of the stream are held out for validation; training reads
+the rest through a shuffle buffer (reshuffled per epoch) and length-bucketed pools. Invalid records
+are reported as the stream reaches them (``records`` counts rows of the first epoch: sequences plus
+invalid records). A resumed run re-reads the stream up to its position.
+"""
+from __future__ import annotations
+
+import json
+from pathlib import Path
+from typing import Iterator, Sequence
+
+import datasets
+from datasets import Dataset, Features, IterableDataset, Sequence as ListFeature, Value
+from tokenizers import Tokenizer
+
+from polymask.data import pipeline
+from polymask.data.corpus import RAW_FEATURES, CorpusReport
+from polymask.data.streams import MicroBatch, StreamPosition, bucketed
+from polymask.data.tokens import TokenStore
+from polymask.modalities.base import Modality
+
+SHUFFLE_BUFFER = 10_000
+
+
+class StreamingBatches:
+    """Micro-batches straight from corpus files; same ``take`` contract as ``IndexedBatches``."""
+
+    def __init__(self, modality: Modality, tokenizer: Tokenizer, paths: Sequence[Path], *, column: str | None,
+                 max_len: int, batch_size: int, pool_batches: int, max_val_records: int, seed: int,
+                 skipped_file: Path | None) -> None:
+        datasets.disable_progress_bars()
+        keep_text = modality.config.augment and not modality.packed
+        raw = IterableDataset.from_generator(
+            pipeline.record_rows, features=RAW_FEATURES,
+            gen_kwargs={"paths": [str(p) for p in paths], "column": column,
+                        "default_columns": tuple(modality.default_columns)})
+        self.tokens = raw.map(pipeline.normalize_batch, batched=True, fn_kwargs={"modality": modality}).map(
+            pipeline.tokenize_batch, batched=True, remove_columns=list(RAW_FEATURES),
+            fn_kwargs={"modality": modality, "tokenizer": tokenizer, "max_len": max_len, "keep_text": keep_text})
+        self.batch_size, self.pool_batches, self.seed = batch_size, pool_batches, seed
+        self.max_val_records = max_val_records
+        self.skipped_file = skipped_file
+        self.report = CorpusReport(cache="(streaming: nothing cached)")
+        self._iterator: Iterator[MicroBatch] | None = None
+        self._at: tuple[int, int] | None = None
+        self.head_rows = 0
+
+    def validation_store(self) -> TokenStore:
+        """The held-out head of the stream (its first ``max_val_records`` sequences), in memory."""
+        rows = []
+        for row in self.tokens:
+            if len(rows) == self.max_val_records:
+                break
+            self.head_rows += 1
+            if row["length"] > 0:
+                rows.append(row)
+        self.report.valid_sequences = len(rows)
+        features = Features({"input_ids": ListFeature(Value("int32")), "length": Value("int32")})
+        return TokenStore(Dataset.from_dict({"input_ids": [r["input_ids"] for r in rows],
+                                             "length": [r["length"] for r in rows]}, features=features))
+
+    def _rows(self, epoch: int) -> Iterator[dict]:
+        """Training rows of one epoch (after the validation head), reporting invalid ones on the way."""
+        stream = self.tokens.skip(self.head_rows).shuffle(seed=self.seed, buffer_size=SHUFFLE_BUFFER)
+        stream.set_epoch(epoch)
+        for row in stream:
+            self.report.records += epoch == 0
+            if row["reason"] is not None:
+                self._skip(row, epoch)
+            elif row["length"] > 0:
+                yield row
+
+    def _skip(self, row: dict, epoch: int) -> None:
+        if epoch:
+            return  # reported during the first epoch already
+        self.report.skipped += 1
+        entry = {"source": row["source"], "line": row["line"], "reason": row["reason"]}
+        if len(self.report.skipped_examples) < 10:
+            self.report.skipped_examples.append(entry)
+        if self.skipped_file is not None:
+            with open(self.skipped_file, "a") as handle:
+                handle.write(json.dumps(entry) + "\n")
+
+    def take(self, count: int, position: StreamPosition) -> list[MicroBatch]:
+        """The next ``count`` micro-batches; advances ``position`` (re-reading the stream after a resume)."""
+        if self._at != (position.epoch, position.batch_index):
+            self._iterator = bucketed(self._rows(position.epoch), self.batch_size, self.pool_batches,
+                                      (self.seed, position.epoch))
+            for _ in range(position.batch_index):
+                next(self._iterator)
+        taken = []
+        while len(taken) < count:
+            batch = next(self._iterator, None)
+            if batch is None:
+                position.epoch += 1
+                position.batch_index = 0
+                self._iterator = bucketed(self._rows(position.epoch), self.batch_size, self.pool_batches,
+                                          (self.seed, position.epoch))
+                continue
+            position.batch_index += 1
+            self.report.train_sequences += len(batch.sequences) if position.epoch == 0 else 0
+            taken.append(batch)
+        self._at = (position.epoch, position.batch_index)
+        return taken
