@@ -76,11 +76,15 @@ class ExLM(Objective):
         maskable = maskable_positions(batch.input_ids, self.special_ids)
         return sample_mask(maskable, self.config.mask_ratio, generator, self.mask_span)
 
+    def expand(self, batch: Batch, selected: Tensor) -> Expansion:
+        """The expanded batch the encoder runs on."""
+        return expand_states(batch.input_ids, selected, batch.attention_mask, self.config.k,
+                             self.specials.mask, self.specials.pad)
+
     def score(self, batch: Batch, selected: Tensor) -> DagScores:
         """Expand, encode, and score emissions and transitions of the expanded states."""
         config = self.config
-        expansion = expand_states(batch.input_ids, selected, batch.attention_mask, config.k,
-                                  self.specials.mask, self.specials.pad)
+        expansion = self.expand(batch, selected)
         hidden = self.encoder(expansion.input_ids, attention_mask=expansion.attention_mask,
                               position_ids=expansion.position_ids(config.rope_2d))
         slots = expansion.state_slots
