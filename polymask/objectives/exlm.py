@@ -96,18 +96,23 @@ class ExLM(Objective):
         links = self.transitions(states, slots, allowed)
         return DagScores(expansion, log_probs, emissions, links)
 
-    def aligned_log_probs(self, scores: DagScores) -> Tensor:
-        """Vocabulary log-probs (M, V) of the state aligned with each masked token on the Viterbi path,
-        in the order of ``input_ids[selected]``."""
+    def aligned_states(self, scores: DagScores) -> tuple[Tensor, Tensor]:
+        """The state emitting each target on the Viterbi path (B, T), and which targets are masked tokens."""
         expansion = scores.expansion
         lengths = expansion.target_lengths
         path = dag_best_alignment(scores.emissions, scores.links, expansion.state_counts, lengths)
         index = torch.arange(path.shape[1], device=path.device)
-        masked = (index > 0) & (index < (lengths - 1)[:, None])
-        aligned = scores.log_probs.gather(1, path.clamp(min=0)[..., None].expand(-1, -1, scores.log_probs.shape[-1]))
-        return aligned[masked]
+        return path.clamp(min=0), (index > 0) & (index < (lengths - 1)[:, None])
+
+    def aligned_log_probs(self, scores: DagScores) -> Tensor:
+        """Vocabulary log-probs (M, V) of the Viterbi-aligned state of each masked token, in the order of
+        ``input_ids[selected]``."""
+        path, masked = self.aligned_states(scores)
+        vocab = scores.log_probs.shape[-1]
+        return scores.log_probs.gather(1, path[..., None].expand(-1, -1, vocab))[masked]
 
     def forward(self, batch: Batch, generator: torch.Generator) -> ObjectiveOutput:
+        """DAG loss of a freshly masked batch; accuracy from the Viterbi-aligned states' argmax."""
         selected = self.select(batch, generator)
         scores = self.score(batch, selected)
         expansion = scores.expansion
@@ -116,6 +121,7 @@ class ExLM(Objective):
             log_likelihood = dag_log_likelihood(scores.emissions, scores.links, expansion.state_counts, lengths)
         loss = -(log_likelihood / lengths).mean()
         with torch.no_grad():
-            predicted = self.aligned_log_probs(scores).argmax(dim=-1)
+            path, masked = self.aligned_states(scores)
+            predicted = scores.log_probs.argmax(dim=-1).gather(1, path)[masked]
             correct = (predicted == batch.input_ids[selected]).sum()
         return ObjectiveOutput(loss, int(predicted.numel()), correct)
