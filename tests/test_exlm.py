@@ -11,7 +11,7 @@ from polymask.training.checkpoint import load_checkpoint
 from polymask.training.trainer import Trainer, train
 
 
-def exlm_config(make_config, out, max_steps=40, **options):
+def exlm_config(make_config, out, max_steps=25, **options):
     config = make_config("smiles", out, max_steps=max_steps, eval_batches=4)
     config["objective"] = {"name": "exlm", **options}
     return config
