@@ -15,7 +15,7 @@ import argparse
 import hashlib
 import json
 from pathlib import Path
-from typing import TYPE_CHECKING, Any, Callable
+from typing import TYPE_CHECKING, Any, Callable, Iterator
 
 from polymask.analysis import ANALYSES
 from polymask.registry import Registry
@@ -25,6 +25,7 @@ if TYPE_CHECKING:  # kept out of the import so that building the CLI parser stay
 
     from polymask.data.batching import Batch
     from polymask.objectives import Objective
+    from polymask.training.checkpoint import LoadedCheckpoint
 
 SEMANTICS_STREAM = 7
 DEFAULT_TOP_K = (1, 2, 3, 5, 10)
@@ -47,37 +48,44 @@ def exlm_predictions(objective: Objective, batch: Batch, selected: Tensor) -> Te
     return objective.aligned_log_probs(objective.score(batch, selected))
 
 
+def masked_batches(checkpoint: "LoadedCheckpoint", objective: "Objective", data: list[Path], mask_ratio: float,
+                   seed: int, batch_size: int, max_sequences: int) -> Iterator[tuple["Batch", "Tensor"]]:
+    """Batches of ``data`` (read through the checkpoint's modality and tokenizer, the first
+    ``max_sequences`` sequences, in length order) and their masked positions, fixed by ``seed``."""
+    from polymask.config import build_run_config
+    from polymask.data.batching import BatchSampler, collate
+    from polymask.data.corpus import prepare_corpus
+    from polymask.data.masking import maskable_positions, sample_mask
+    from polymask.modalities import build_modality
+    from polymask.training.runtime import step_generator
+
+    run = build_run_config(checkpoint.config)
+    corpus = prepare_corpus(build_modality(run.modality), checkpoint.tokenizer, data, column=None,
+                            max_len=run.data.max_len, val_fraction=0.0, max_val_records=0, seed=seed,
+                            cache_dir=run.data.resolved_cache_dir(), strict=False)
+    store = corpus.train
+    lengths = store.lengths[:max_sequences]
+    for index, indices in enumerate(BatchSampler(lengths, batch_size, seed, "bucket", shuffle=False).epoch(0)):
+        batch = collate([store[int(i)] for i in indices], objective.specials.pad)
+        maskable = maskable_positions(batch.input_ids, objective.special_ids)
+        generator = step_generator(seed, index, 0, SEMANTICS_STREAM)
+        yield batch, sample_mask(maskable, mask_ratio, generator, objective.mask_span)
+
+
 def measure_checkpoint(path: Path, data: list[Path], mask_ratio: float, seed: int, batch_size: int,
                        max_sequences: int, top_k: tuple[int, ...]) -> dict[str, Any]:
     """Entropy and top-k accuracy at masked positions of one checkpoint on ``data``."""
     import torch
 
-    from polymask.config import build_run_config
-    from polymask.data.batching import BatchSampler, collate
-    from polymask.data.masking import maskable_positions, sample_mask
-    from polymask.data.corpus import prepare_corpus
-    from polymask.modalities import build_modality
     from polymask.training.checkpoint import load_checkpoint
-    from polymask.training.runtime import step_generator
 
     checkpoint = load_checkpoint(path)
-    run = build_run_config(checkpoint.config)
-    read = MASKED_PREDICTIONS.get(run.objective.name)
     objective = checkpoint.build_objective().eval()
-    modality = build_modality(run.modality)
-    corpus = prepare_corpus(modality, checkpoint.tokenizer, data, column=None, max_len=run.data.max_len,
-                            val_fraction=0.0, max_val_records=0, seed=seed,
-                            cache_dir=run.data.resolved_cache_dir(), strict=False)
-    store = corpus.train
-    lengths = store.lengths[:max_sequences]
+    name = objective.config.name
+    read = MASKED_PREDICTIONS.get(name)
     digest = hashlib.sha256()
-    entropy_sum, hits, count = 0.0, torch.zeros(len(top_k)), 0
-    target_nll = 0.0
-    for index, indices in enumerate(BatchSampler(lengths, batch_size, seed, "bucket", shuffle=False).epoch(0)):
-        batch = collate([store[int(i)] for i in indices], objective.specials.pad)
-        maskable = maskable_positions(batch.input_ids, objective.special_ids)
-        generator = step_generator(seed, index, 0, SEMANTICS_STREAM)
-        selected = sample_mask(maskable, mask_ratio, generator, objective.mask_span)
+    entropy_sum, target_nll, hits, count, sequences = 0.0, 0.0, torch.zeros(len(top_k)), 0, 0
+    for batch, selected in masked_batches(checkpoint, objective, data, mask_ratio, seed, batch_size, max_sequences):
         digest.update(batch.input_ids[selected].numpy().tobytes() + selected.nonzero().numpy().tobytes())
         with torch.no_grad():
             log_probs = read(objective, batch, selected)
@@ -88,9 +96,10 @@ def measure_checkpoint(path: Path, data: list[Path], mask_ratio: float, seed: in
         for slot, k in enumerate(top_k):
             hits[slot] += (ranked[:, :k] == targets[:, None]).any(dim=-1).sum()
         count += int(targets.numel())
-    return {"checkpoint": str(checkpoint.folder), "objective": run.objective.model_dump(mode="json"),
-            "label": f"{checkpoint.folder.parent.parent.name} ({run.objective.name})",
-            "sequences": int(len(lengths)), "masked_tokens": count, "masked_positions_sha256": digest.hexdigest(),
+        sequences += batch.input_ids.shape[0]
+    return {"checkpoint": str(checkpoint.folder), "objective": objective.config.model_dump(mode="json"),
+            "label": f"{checkpoint.folder.parent.parent.name} ({name})",
+            "sequences": sequences, "masked_tokens": count, "masked_positions_sha256": digest.hexdigest(),
             "mean_entropy_nats": entropy_sum / count, "mean_target_nll_nats": target_nll / count,
             "top_k_accuracy": {str(k): float(hits[slot]) / count for slot, k in enumerate(top_k)}}
 
