@@ -38,22 +38,28 @@ def _time_steps(step: Callable[[], tuple[int, int]], warmup: int, steps: int) ->
             "padding_fraction": 1 - real / padded}
 
 
+def polymask_trainer(objective: str, modality: str, preset: str, batch_size: int, max_len: int, precision: str,
+                     workdir: Path) -> Trainer:
+    """A trainer for one objective, as ``polymask train`` would build it (its own run folder under workdir)."""
+    return Trainer(build_run_config({
+        "modality": modality, "objective": objective, "model": {"preset": preset},
+        "data": {"max_len": max_len}, "out": str(workdir / objective),
+        "train": {"batch_size": batch_size, "precision": precision, "progress": False, "max_steps": 10**6}}))
+
+
+def train_step(trainer: Trainer) -> tuple[int, int]:
+    """One real optimiser step; (real tokens, padded tokens) of its batch."""
+    _, real, padded = trainer._train_step()
+    trainer.state.step += 1
+    return real, padded
+
+
 def bench_polymask(objective: str, modality: str, preset: str, batch_size: int, max_len: int, precision: str,
                    warmup: int, steps: int, workdir: Path) -> dict[str, Any]:
     """Throughput of one polymask objective through the real training step."""
-    config = build_run_config({
-        "modality": modality, "objective": objective, "model": {"preset": preset},
-        "data": {"max_len": max_len}, "out": str(workdir / objective),
-        "train": {"batch_size": batch_size, "precision": precision, "progress": False, "max_steps": 10**6}})
-    trainer = Trainer(config)
-
-    def step() -> tuple[int, int]:
-        _, real, padded = trainer._train_step()
-        trainer.state.step += 1
-        return real, padded
-
+    trainer = polymask_trainer(objective, modality, preset, batch_size, max_len, precision, workdir)
     return {"system": f"polymask {objective}", "precision": _precision_name(trainer.device, precision),
-            **_time_steps(step, warmup, steps)}
+            **_time_steps(lambda: train_step(trainer), warmup, steps)}
 
 
 def bench_hf_bert(trainer_like: Trainer, batch_size: int, max_len: int, precision: str, warmup: int,
@@ -117,6 +123,12 @@ def run_bench(modality: str = "smiles", preset: str = "mini", batch_size: int = 
         row["vs_hf_fp32"] = row["real_tokens_per_s"] / baseline["real_tokens_per_s"]
     if out is not None:
         write_bench(rows, out, modality, preset, batch_size, max_len, steps)
+    if len(objectives) > 1:
+        from polymask.bench_objectives import compare_objectives, write_comparison
+
+        comparison = compare_objectives(objectives, modality, preset, batch_size, max_len, warmup, steps)
+        if out is not None:
+            write_comparison(comparison, out, machine())
     return rows
 
 

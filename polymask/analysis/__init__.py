@@ -13,3 +13,5 @@ from typing import Callable
 from polymask.registry import Registry
 
 ANALYSES: Registry[Callable[[argparse._SubParsersAction], None]] = Registry("analysis")
+
+from polymask.analysis import semantics  # noqa: E402,F401  (registers `polymask analyze semantics`)

@@ -2,6 +2,7 @@
 from polymask.objectives.base import Objective, ObjectiveConfig, ObjectiveOutput
 from polymask.objectives.registry import OBJECTIVES
 from polymask.objectives import mlm  # noqa: F401  (registers the built-ins)
+from polymask.objectives import exlm  # noqa: F401
 
 register_objective = OBJECTIVES.register
 

@@ -1,0 +1,174 @@
+"""``polymask analyze semantics``: how multimodal are a model's predictions at masked positions?
+
+ExLM's "semantic multimodality" measure: on the same held-out sequences with the same masked
+positions (a fixed seed; every selected token becomes [MASK]), report for each checkpoint the mean
+entropy of the predicted distribution at the masked positions and the top-k accuracy of the
+original token. For MLM the distribution is the LM head's at the masked position; for ExLM it is
+the distribution of the state that emits the masked token on the Viterbi path through the DAG.
+A lower entropy with a similar top-k accuracy means less ambiguous (less multimodal) predictions.
+
+Other objectives plug in by registering a reader in ``MASKED_PREDICTIONS``.
+"""
+from __future__ import annotations
+
+import argparse
+import hashlib
+import json
+from pathlib import Path
+from typing import TYPE_CHECKING, Any, Callable, Iterator
+
+from polymask.analysis import ANALYSES
+from polymask.registry import Registry
+
+if TYPE_CHECKING:  # kept out of the import so that building the CLI parser stays light
+    from torch import Tensor
+
+    from polymask.data.batching import Batch
+    from polymask.objectives import Objective
+    from polymask.training.checkpoint import LoadedCheckpoint
+
+SEMANTICS_STREAM = 7
+DEFAULT_TOP_K = (1, 2, 3, 5, 10)
+
+MaskedPredictions = Callable[["Objective", "Batch", "Tensor"], "Tensor"]
+MASKED_PREDICTIONS: Registry[MaskedPredictions] = Registry("masked-prediction reader")
+"""Objective name -> f(objective, batch, selected) giving log-probs (M, V) at the masked positions,
+in the order of ``batch.input_ids[selected]``."""
+
+
+@MASKED_PREDICTIONS.register("mlm")
+def mlm_predictions(objective: Objective, batch: Batch, selected: Tensor) -> Tensor:
+    corrupted = batch.input_ids.masked_fill(selected, objective.specials.mask)
+    hidden = objective.encoder(corrupted, attention_mask=batch.attention_mask)
+    return objective.head(hidden[selected]).float().log_softmax(dim=-1)
+
+
+@MASKED_PREDICTIONS.register("exlm")
+def exlm_predictions(objective: Objective, batch: Batch, selected: Tensor) -> Tensor:
+    return objective.aligned_log_probs(objective.score(batch, selected))
+
+
+def masked_batches(checkpoint: "LoadedCheckpoint", objective: "Objective", data: list[Path], mask_ratio: float,
+                   seed: int, batch_size: int, max_sequences: int) -> Iterator[tuple["Batch", "Tensor"]]:
+    """Batches of ``data`` (read through the checkpoint's modality and tokenizer, the first
+    ``max_sequences`` sequences, in length order) and their masked positions, fixed by ``seed``."""
+    from polymask.config import build_run_config
+    from polymask.data.batching import BatchSampler, collate
+    from polymask.data.corpus import prepare_corpus
+    from polymask.data.masking import maskable_positions, sample_mask
+    from polymask.modalities import build_modality
+    from polymask.training.runtime import step_generator
+
+    run = build_run_config(checkpoint.config)
+    corpus = prepare_corpus(build_modality(run.modality), checkpoint.tokenizer, data, column=None,
+                            max_len=run.data.max_len, val_fraction=0.0, max_val_records=0, seed=seed,
+                            cache_dir=run.data.resolved_cache_dir(), strict=False)
+    store = corpus.train
+    lengths = store.lengths[:max_sequences]
+    for index, indices in enumerate(BatchSampler(lengths, batch_size, seed, "bucket", shuffle=False).epoch(0)):
+        batch = collate([store[int(i)] for i in indices], objective.specials.pad)
+        maskable = maskable_positions(batch.input_ids, objective.special_ids)
+        generator = step_generator(seed, index, 0, SEMANTICS_STREAM)
+        yield batch, sample_mask(maskable, mask_ratio, generator, objective.mask_span)
+
+
+def measure_checkpoint(path: Path, data: list[Path], mask_ratio: float, seed: int, batch_size: int,
+                       max_sequences: int, top_k: tuple[int, ...]) -> dict[str, Any]:
+    """Entropy and top-k accuracy at masked positions of one checkpoint on ``data``."""
+    import torch
+
+    from polymask.training.checkpoint import load_checkpoint
+
+    checkpoint = load_checkpoint(path)
+    objective = checkpoint.build_objective().eval()
+    name = objective.config.name
+    read = MASKED_PREDICTIONS.get(name)
+    digest = hashlib.sha256()
+    entropy_sum, target_nll, hits, count, sequences = 0.0, 0.0, torch.zeros(len(top_k)), 0, 0
+    for batch, selected in masked_batches(checkpoint, objective, data, mask_ratio, seed, batch_size, max_sequences):
+        digest.update(batch.input_ids[selected].numpy().tobytes() + selected.nonzero().numpy().tobytes())
+        with torch.no_grad():
+            log_probs = read(objective, batch, selected)
+        targets = batch.input_ids[selected]
+        entropy_sum += float(-(log_probs.exp() * log_probs).sum(dim=-1).sum())
+        target_nll += float(-log_probs.gather(1, targets[:, None]).sum())
+        ranked = log_probs.topk(max(top_k), dim=-1).indices
+        for slot, k in enumerate(top_k):
+            hits[slot] += (ranked[:, :k] == targets[:, None]).any(dim=-1).sum()
+        count += int(targets.numel())
+        sequences += batch.input_ids.shape[0]
+    return {"checkpoint": str(checkpoint.folder), "objective": objective.config.model_dump(mode="json"),
+            "label": f"{checkpoint.folder.parent.parent.name} ({name})",
+            "sequences": sequences, "masked_tokens": count, "masked_positions_sha256": digest.hexdigest(),
+            "mean_entropy_nats": entropy_sum / count, "mean_target_nll_nats": target_nll / count,
+            "top_k_accuracy": {str(k): float(hits[slot]) / count for slot, k in enumerate(top_k)}}
+
+
+def plot(results: list[dict[str, Any]], out: Path) -> Path:
+    """Entropy bars and top-k accuracy curves, one colour per checkpoint."""
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    figure, (left, right) = plt.subplots(1, 2, figsize=(10, 4))
+    labels = [result["label"] for result in results]
+    colours = [f"C{i}" for i in range(len(results))]
+    left.bar(range(len(results)), [r["mean_entropy_nats"] for r in results], color=colours)
+    left.set_xticks(range(len(results)), labels, rotation=15, ha="right", fontsize=8)
+    left.set_ylabel("mean entropy at masked positions (nats)")
+    for result, colour in zip(results, colours):
+        ks = [int(k) for k in result["top_k_accuracy"]]
+        right.plot(ks, list(result["top_k_accuracy"].values()), marker="o", color=colour, label=result["label"])
+    right.set_xlabel("k")
+    right.set_ylabel("top-k accuracy")
+    right.legend(fontsize=8)
+    figure.suptitle("Semantic multimodality at masked positions")
+    figure.tight_layout()
+    path = out / "semantics.png"
+    figure.savefig(path, dpi=120)
+    plt.close(figure)
+    return path
+
+
+def run_semantics(checkpoints: list[Path], data: list[Path], out: Path, mask_ratio: float = 0.15, seed: int = 0,
+                  batch_size: int = 32, max_sequences: int = 2000,
+                  top_k: tuple[int, ...] = DEFAULT_TOP_K) -> dict[str, Any]:
+    """Measure every checkpoint; write ``<out>/semantics.json`` and ``<out>/semantics.png``."""
+    results = [measure_checkpoint(path, data, mask_ratio, seed, batch_size, max_sequences, top_k)
+               for path in checkpoints]
+    report = {"data": [str(p) for p in data], "mask_ratio": mask_ratio, "seed": seed,
+              "same_masked_positions": len({r["masked_positions_sha256"] for r in results}) == 1,
+              "results": results}
+    out.mkdir(parents=True, exist_ok=True)
+    (out / "semantics.json").write_text(json.dumps(report, indent=1))
+    plot(results, out)
+    return report
+
+
+def _handle(args: argparse.Namespace) -> int:
+    top_k = tuple(sorted({int(k) for k in args.top_k.split(",")}))
+    report = run_semantics(args.checkpoint, args.data, args.out, args.mask_ratio, args.seed, args.batch_size,
+                           args.max_sequences, top_k)
+    for result in report["results"]:
+        accuracy = ", ".join(f"top-{k} {v:.3f}" for k, v in result["top_k_accuracy"].items())
+        print(f"{result['label']}: entropy {result['mean_entropy_nats']:.3f} nats, {accuracy} "
+              f"({result['masked_tokens']} masked tokens)")
+    print(f"wrote {args.out / 'semantics.json'} and {args.out / 'semantics.png'}")
+    return 0
+
+
+@ANALYSES.register("semantics")
+def add_parser(sub: argparse._SubParsersAction) -> None:
+    parser = sub.add_parser("semantics", help="prediction entropy and top-k accuracy at masked positions",
+                            description=__doc__.split("\n\n")[1])
+    parser.add_argument("--checkpoint", type=Path, action="append", required=True,
+                        help="run or checkpoint folder (repeat to compare, e.g. an MLM and an ExLM run)")
+    parser.add_argument("--data", type=Path, nargs="+", required=True, help="held-out corpus files")
+    parser.add_argument("--out", type=Path, default=Path("runs/analysis/semantics"), help="folder for the .json/.png")
+    parser.add_argument("--mask-ratio", type=float, default=0.15, help="fraction of maskable tokens masked")
+    parser.add_argument("--seed", type=int, default=0, help="seed of the masks (the same for every checkpoint)")
+    parser.add_argument("--batch-size", type=int, default=32)
+    parser.add_argument("--max-sequences", type=int, default=2000, help="cap on sequences read from --data")
+    parser.add_argument("--top-k", default=",".join(map(str, DEFAULT_TOP_K)), help="comma-separated k values")
+    parser.set_defaults(handler=_handle)

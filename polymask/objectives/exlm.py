@@ -1,0 +1,127 @@
+"""ExLM (arXiv 2501.13397): expand each [MASK] into k states and train them with a DAG loss.
+
+A batch is masked (all selected positions become [MASK]; no 80/10/10, as in the reference
+recipe), then each masked position and each row's start and end token become k states
+(``state_expansion``). The encoder runs on the expanded sequence with 2D rotary positions
+(original index, state index). The vocabulary projection runs only on the expanded states;
+transition scores between them come from ``TransitionScorer``; the loss is the negative log of
+the probability of the target ([CLS], masked tokens left to right, [SEP]) summed over every
+monotone path from the first [CLS] state to the last [SEP] state (``dag``), divided by the
+target length and averaged over sequences, as the reference criterion does.
+
+Masked-token accuracy: a masked token counts as correct when the state that emits it on the
+Viterbi (most probable) path of the DAG predicts it as its argmax.
+"""
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Any, Literal
+
+import torch
+from pydantic import Field
+from torch import Tensor
+
+from polymask.data.batching import Batch
+from polymask.data.masking import maskable_positions, sample_mask
+from polymask.model.encoder import Encoder
+from polymask.objectives.base import LMHead, Objective, ObjectiveConfig, ObjectiveOutput
+from polymask.objectives.dag import dag_best_alignment, dag_log_likelihood
+from polymask.objectives.registry import OBJECTIVES
+from polymask.objectives.state_expansion import Expansion, expand_states
+from polymask.objectives.transitions import TransitionScorer, allowed_edges
+from polymask.tokenization import SpecialIds
+
+
+class ExLMConfig(ObjectiveConfig):
+    name: str = "exlm"
+    k: int = Field(4, ge=1, le=64, description="states each masked position (and the start and end token) expands to")
+    transitions: Literal["dense", "sparse"] = Field(
+        "dense", description="dense: edges from a state to every later state; sparse: only to the next group's states")
+    rope_2d: bool = Field(
+        True, description="2D rotary positions (original index, state index); false: 1D over the expanded sequence")
+    max_slots: int = Field(2048, ge=8, description="longest expanded sequence the transition position table covers")
+
+
+@dataclass
+class DagScores:
+    """What the DAG needs for one batch: per-state vocabulary log-probs, emissions and transitions."""
+
+    expansion: Expansion
+    log_probs: Tensor   # (B, N, V) fp32
+    emissions: Tensor   # (B, T, N) fp32: log P(target t | state v)
+    links: Tensor       # (B, N, N) fp32: log P(u -> v)
+
+
+@OBJECTIVES.register("exlm")
+class ExLM(Objective):
+    """ExLM's objective; its LM head and transition scorer are dropped at fine-tuning."""
+
+    Config = ExLMConfig
+    config: ExLMConfig
+
+    def __init__(self, config: ExLMConfig, encoder: Encoder, specials: SpecialIds, mask_span: int = 1) -> None:
+        super().__init__(config, encoder, specials, mask_span)
+        if encoder.config.rope_2d != config.rope_2d:
+            raise ValueError(f"ExLM with rope_2d={config.rope_2d} needs an encoder built with the same setting")
+        d_model = encoder.config.d_model
+        self.head = LMHead(d_model, encoder.embed, encoder.config.norm_eps)
+        self.transitions = TransitionScorer(d_model, encoder.config.n_heads, config.max_slots)
+
+    @classmethod
+    def encoder_overrides(cls, config: ExLMConfig) -> dict[str, Any]:
+        return {"rope_2d": config.rope_2d}
+
+    def select(self, batch: Batch, generator: torch.Generator) -> Tensor:
+        """The masked positions (B, L)."""
+        maskable = maskable_positions(batch.input_ids, self.special_ids)
+        return sample_mask(maskable, self.config.mask_ratio, generator, self.mask_span)
+
+    def expand(self, batch: Batch, selected: Tensor) -> Expansion:
+        """The expanded batch the encoder runs on."""
+        return expand_states(batch.input_ids, selected, batch.attention_mask, self.config.k,
+                             self.specials.mask, self.specials.pad)
+
+    def score(self, batch: Batch, selected: Tensor) -> DagScores:
+        """Expand, encode, and score emissions and transitions of the expanded states."""
+        config = self.config
+        expansion = self.expand(batch, selected)
+        hidden = self.encoder(expansion.input_ids, attention_mask=expansion.attention_mask,
+                              position_ids=expansion.position_ids(config.rope_2d))
+        slots = expansion.state_slots
+        states = hidden.gather(1, slots[..., None].expand(-1, -1, hidden.shape[-1]))
+        log_probs = self.head(states).float().log_softmax(dim=-1)
+        targets = expansion.targets[:, None, :].expand(-1, slots.shape[1], -1)
+        emissions = log_probs.gather(2, targets).transpose(1, 2)
+        allowed = allowed_edges(expansion.state_mask, config.k, config.transitions == "dense")
+        links = self.transitions(states, slots, allowed)
+        return DagScores(expansion, log_probs, emissions, links)
+
+    def aligned_states(self, scores: DagScores) -> tuple[Tensor, Tensor]:
+        """The state emitting each target on the Viterbi path (B, T), and which targets are masked tokens."""
+        expansion = scores.expansion
+        lengths = expansion.target_lengths
+        path = dag_best_alignment(scores.emissions, scores.links, expansion.state_counts, lengths)
+        index = torch.arange(path.shape[1], device=path.device)
+        return path.clamp(min=0), (index > 0) & (index < (lengths - 1)[:, None])
+
+    def aligned_log_probs(self, scores: DagScores) -> Tensor:
+        """Vocabulary log-probs (M, V) of the Viterbi-aligned state of each masked token, in the order of
+        ``input_ids[selected]``."""
+        path, masked = self.aligned_states(scores)
+        vocab = scores.log_probs.shape[-1]
+        return scores.log_probs.gather(1, path[..., None].expand(-1, -1, vocab))[masked]
+
+    def forward(self, batch: Batch, generator: torch.Generator) -> ObjectiveOutput:
+        """DAG loss of a freshly masked batch; accuracy from the Viterbi-aligned states' argmax."""
+        selected = self.select(batch, generator)
+        scores = self.score(batch, selected)
+        expansion = scores.expansion
+        lengths = expansion.target_lengths
+        with torch.autocast(batch.input_ids.device.type, enabled=False):
+            log_likelihood = dag_log_likelihood(scores.emissions, scores.links, expansion.state_counts, lengths)
+        loss = -(log_likelihood / lengths).mean()
+        with torch.no_grad():
+            path, masked = self.aligned_states(scores)
+            predicted = scores.log_probs.argmax(dim=-1).gather(1, path)[masked]
+            correct = (predicted == batch.input_ids[selected]).sum()
+        return ObjectiveOutput(loss, int(predicted.numel()), correct)
