@@ -25,6 +25,7 @@ from pathlib import Path
 from typing import Any
 
 from polymask.bench import polymask_trainer, train_step
+from polymask.data.streams import MicroBatch
 from polymask.training.runtime import step_generator
 
 
@@ -52,8 +53,9 @@ def expansion_ratio(trainer: Any, rounds: int) -> dict[str, float] | None:
     if not hasattr(model, "expand"):
         return None
     expanded_real = real = expanded_padded = padded = 0
-    for step, indices in enumerate(trainer.sampler.epoch(0)[:rounds]):
-        batch = trainer._batch(trainer.corpus.train, indices, None)
+    store = trainer.batches.store
+    for step, indices in enumerate(trainer.batches.sampler.epoch(0)[:rounds]):
+        batch = trainer._batch(MicroBatch([store[int(i)] for i in indices]), None)
         selected = model.select(batch, step_generator(trainer.config.train.seed, step, 0))
         expansion = model.expand(batch, selected)
         expanded_real += int(expansion.input_ids.ne(trainer.specials.pad).sum())
