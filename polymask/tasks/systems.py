@@ -17,11 +17,12 @@ from polymask.model.encoder import Encoder
 from polymask.modalities import build_modality
 from polymask.modalities.base import Modality
 from polymask.registry import Registry
-from polymask.tasks.data import TaskData
-from polymask.tasks.finetune import FinetuneConfig, finetune
+from polymask.tasks.finetune import FinetuneConfig
+from polymask.tasks.kinds import KINDS
 from polymask.training.checkpoint import LoadedCheckpoint, load_checkpoint
 
-RunCell = Callable[[TaskData, int], dict[str, Any]]
+#: (task data of any kind, seed) -> result dict.
+RunCell = Callable[[Any, int], dict[str, Any]]
 
 
 @dataclass
@@ -47,8 +48,8 @@ REFERENCES: Registry[list[Reference]] = Registry("benchmark references")
 
 def _finetuned(encoder_factory: Callable[[int], Encoder], checkpoint: LoadedCheckpoint, modality: Modality,
                config: FinetuneConfig) -> RunCell:
-    def run(task: TaskData, seed: int) -> dict[str, Any]:
-        return finetune(task, encoder_factory(seed), checkpoint.tokenizer, modality, config, seed)
+    def run(task: Any, seed: int) -> dict[str, Any]:
+        return KINDS[task.spec.kind].finetune(task, encoder_factory(seed), checkpoint.tokenizer, modality, config, seed)
 
     return run
 
