@@ -143,3 +143,16 @@ def test_benchmark_cli_reports_dev_scores_further_metrics_and_missing_tasks(tiny
     report = json.loads((out / "results.json").read_text())
     assert [row["task"] for row in report["rows"]] == ["glue/mrpc"]
     assert set(report["rows"][0]) >= {"f1_mean", "accuracy_mean"}
+
+
+def test_majority_class_reference_scores_what_a_constant_scores(text):
+    from polymask.tasks.glue import majority_class
+
+    sst2 = load_task(load_task_spec("glue/sst2"), text, EXCERPTS)
+    share = max(sst2.test.labels.mean(), 1 - sst2.test.labels.mean())
+    assert majority_class(sst2, 0)["test"]["accuracy"] == pytest.approx(share)
+    assert majority_class(load_task(load_task_spec("glue/cola"), text, EXCERPTS), 0)["test"]["mcc"] == 0.0
+    mrpc = load_task(load_task_spec("glue/mrpc"), text, EXCERPTS)
+    positive = mrpc.test.labels.mean()  # the majority of MRPC's pairs are paraphrases
+    assert majority_class(mrpc, 0)["test"]["f1"] == pytest.approx(2 * positive / (1 + positive))
+    assert np.isnan(majority_class(load_task(load_task_spec("glue/stsb"), text, EXCERPTS), 0)["test"]["pearson"])
