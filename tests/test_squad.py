@@ -1,18 +1,19 @@
 """SQuAD: the scorer against hand-computed scores, offsets on real questions, splits, decoding, the CLI."""
 import json
+import shutil
 
 import pytest
 import torch
 
 from polymask.cli import main
 from polymask.modalities import MODALITIES
+from polymask.resources import builtin_dir
 from polymask.tasks.span import SpanOptions, best_spans, build_features, windows
 from polymask.tasks.spec import load_task_spec
 from polymask.tasks.squad import load_squad
 from polymask.tasks.squad_eval import (Golds, best_exact_match, best_f1, best_threshold, exact_match, f1,
                                        normalize_answer)
 from polymask.tokenization import load_tokenizer
-from polymask.resources import builtin_dir
 
 INF = float("inf")
 
@@ -98,6 +99,17 @@ def test_without_a_train_file_the_dev_split_is_article_disjoint_and_labelled():
     assert not (articles[0] & articles[1] or articles[0] & articles[2] or articles[1] & articles[2])
     assert sum(map(len, articles)) == 16 and len(task.train) + len(task.valid) + len(task.test) == 6078
     assert task.version_2 and not task.standard and "NOT the standard protocol" in task.protocol
+
+
+def test_with_a_train_file_the_standard_protocol_runs(tmp_path):
+    # the dev file stands in for train-v1.1.json here, only to exercise the standard protocol's code path
+    shipped = builtin_dir("tasks") / "squad" / "data" / "dev-v1.1.json.gz"
+    for name in ("train-v1.1.json.gz", "dev-v1.1.json.gz"):
+        shutil.copy(shipped, tmp_path / name)
+    task = load_squad(load_task_spec("squad/v1"), MODALITIES.get("text")(), tmp_path)
+    assert task.standard and task.protocol.startswith("standard: train file, 2 of its 48 articles held out")
+    assert len(task.test) == 10570 and len(task.train) + len(task.valid) == 10570 and not task.version_2
+    assert not {example.article for example in task.train} & {example.article for example in task.valid}
 
 
 def test_best_spans_matches_brute_force():

@@ -75,8 +75,9 @@ def answer_tokens(offsets: list[tuple[int, int]], start: int, end: int) -> tuple
     return first, last
 
 
-def build_features(examples: list[QAExample], tokenizer: Tokenizer, max_len: int, options: SpanOptions) -> SpanFeatures:
-    """Windows of every example, with target spans from the first gold answer."""
+def build_features(examples: list[QAExample], tokenizer: Tokenizer, max_len: int, options: SpanOptions,
+                   targets: bool = True) -> SpanFeatures:
+    """Windows of every example, with target spans from the first gold answer (all [CLS] without ``targets``)."""
     room = max_len - options.max_query_len - 3
     if room < MIN_CONTEXT_TOKENS:
         raise ConfigError(f"max_len {max_len} leaves {room} context tokens next to a {options.max_query_len}-token "
@@ -91,7 +92,7 @@ def build_features(examples: list[QAExample], tokenizer: Tokenizer, max_len: int
         features.questions_cut += len(question.ids) > options.max_query_len
         context = encoded[example.context]
         target = None
-        if example.answers:
+        if targets and example.answers:
             target = answer_tokens(context.offsets, example.answer_start,
                                    example.answer_start + len(example.answers[0]))
         context_from = len(query) + 2

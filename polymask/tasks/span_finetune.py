@@ -60,8 +60,9 @@ def finetune_span(task: SquadTask, encoder: Encoder, tokenizer: Tokenizer, modal
     train = _capped(task.train, config.max_train_examples, seed)
     valid = _capped(task.valid, config.max_valid_examples, fixed)
     test = _capped(task.test, config.max_test_examples, fixed)
-    train_f, valid_f, test_f = (build_features(part, tokenizer, config.max_len, config.span)
-                                for part in (train, valid, test))
+    train_f = build_features(train, tokenizer, config.max_len, config.span)
+    valid_f, test_f = (build_features(part, tokenizer, config.max_len, config.span, targets=False)
+                       for part in (valid, test))
     model = SpanPredictor(encoder).to(device)
     if config.freeze_encoder:
         model.encoder.requires_grad_(False)
