@@ -12,7 +12,7 @@ from polymask.tasks.span import SpanOptions, best_spans, build_features, windows
 from polymask.tasks.spec import load_task_spec
 from polymask.tasks.squad import load_squad
 from polymask.tasks.squad_eval import (Golds, best_exact_match, best_f1, best_threshold, exact_match, f1,
-                                       normalize_answer)
+                                       has_answer_f1, no_answer_f1, normalize_answer)
 from polymask.tokenization import load_tokenizer
 
 INF = float("inf")
@@ -35,6 +35,8 @@ def test_exact_and_f1_against_hand_computed_scores():
     assert exact_match(golds, PREDICTIONS) == pytest.approx(100 * 2 / 5)
     # F1: 1 + 0.8 (P = 1, R = 2/3) + 0 + 1 + 0
     assert f1(golds, PREDICTIONS) == pytest.approx(100 * 2.8 / 5)
+    assert has_answer_f1(golds, PREDICTIONS) == pytest.approx(100 * 1.8 / 3)  # questions 1, 2, 5
+    assert no_answer_f1(golds, PREDICTIONS) == pytest.approx(50.0)  # questions 3, 4
 
 
 def test_best_threshold_sweep_against_hand_computed_scores():
@@ -130,7 +132,8 @@ def test_finetune_cli_on_squad_v2_labels_the_protocol(tiny_text_checkpoint, tmp_
                  "--max-len", "128", "--set", "span.doc_stride=48", "--out", str(out), "--quiet"]) == 0
     report = json.loads((out / "results.json").read_text())
     cell = report["cells"][0]
-    assert set(cell["test"]) == {"squad_f1", "exact_match", "best_squad_f1", "best_exact_match"}
+    assert set(cell["test"]) == {"squad_f1", "exact_match", "has_answer_f1", "no_answer_f1", "best_squad_f1",
+                                 "best_exact_match"}
     assert all(0 <= value <= 100 for value in cell["test"].values())
     assert cell["test"]["best_squad_f1"] >= cell["test"]["squad_f1"] - 1e-9  # the oracle threshold is never worse
     assert (cell["n_train"], cell["n_valid"], cell["n_test"]) == (48, 24, 40)

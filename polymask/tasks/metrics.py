@@ -73,6 +73,8 @@ METRICS: dict[str, Metric] = {
     "squad_f1": Metric(squad_eval.f1, True),
     "best_exact_match": Metric(squad_eval.best_exact_match, True),
     "best_squad_f1": Metric(squad_eval.best_f1, True),
+    "has_answer_f1": Metric(squad_eval.has_answer_f1, True),
+    "no_answer_f1": Metric(squad_eval.no_answer_f1, True),
 }
 
 

@@ -118,3 +118,22 @@ def best_exact_match(golds: Golds, predictions: Sequence[Prediction]) -> float:
 def best_f1(golds: Golds, predictions: Sequence[Prediction]) -> float:
     """F1 in percent at the threshold that maximises it on these questions (an oracle)."""
     return best_threshold(golds, predictions, "f1")[0]
+
+
+def _among(golds: Golds, predictions: Sequence[Prediction], answerable: bool) -> float:
+    """F1 in percent (threshold 0) over the answerable, or the unanswerable, questions only."""
+    chosen = [i for i, answers in enumerate(golds.answers) if bool(answers) == answerable]
+    if not chosen:
+        return float("nan")
+    subset = Golds([golds.answers[i] for i in chosen], golds.version_2)
+    return _total(subset, [predictions[i] for i in chosen], "f1")
+
+
+def has_answer_f1(golds: Golds, predictions: Sequence[Prediction]) -> float:
+    """F1 in percent over the answerable questions (the official script's HasAns_f1)."""
+    return _among(golds, predictions, True)
+
+
+def no_answer_f1(golds: Golds, predictions: Sequence[Prediction]) -> float:
+    """F1 in percent over the unanswerable questions, i.e. the share answered with "" (NoAns_f1)."""
+    return _among(golds, predictions, False)
