@@ -35,3 +35,13 @@ def tiny_config(modality: str, out: Path, **train: Any) -> dict[str, Any]:
 @pytest.fixture
 def make_config():
     return tiny_config
+
+
+@pytest.fixture(scope="session")
+def tiny_text_checkpoint(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    """A 2x64 text encoder briefly pretrained with MLM on the built-in corpus (GLUE and SQuAD tests)."""
+    from polymask.training.trainer import train
+
+    run = tmp_path_factory.mktemp("pretrained") / "tiny-text"
+    train(tiny_config("text", run, max_steps=30))
+    return run

@@ -15,7 +15,7 @@ from typing import Any
 import numpy as np
 
 from polymask.errors import DataError
-from polymask.tasks.data import TaskData, load_task
+from polymask.tasks.kinds import KINDS
 from polymask.tasks.metrics import METRICS
 from polymask.tasks.report import write_report
 from polymask.tasks.spec import TaskSpec, load_task_spec
@@ -29,7 +29,7 @@ def slug(text: str) -> str:
 
 def _load_tasks(specs: list[TaskSpec], systems: list[System], data_dir: Path | None) -> tuple[dict, dict]:
     """Task data per (task, modality config); tasks whose files are missing are recorded, not faked."""
-    loaded: dict[tuple[str, str], TaskData] = {}
+    loaded: dict[tuple[str, str], Any] = {}
     missing: dict[str, str] = {}
     for spec in specs:
         for system in systems:
@@ -37,7 +37,7 @@ def _load_tasks(specs: list[TaskSpec], systems: list[System], data_dir: Path | N
             if key in loaded or spec.key in missing:
                 continue
             try:
-                loaded[key] = load_task(spec, system.modality, data_dir)
+                loaded[key] = KINDS[spec.kind].load(spec, system.modality, data_dir)
             except DataError as exc:
                 missing[spec.key] = str(exc)
     return loaded, missing
@@ -54,8 +54,8 @@ def run_cells(systems: list[System], task_keys: list[str], seeds: list[int], out
     bar = progress_bar(total=len(todo), disable=not progress, unit="cell", desc="benchmark")
     for system, spec, seed in todo:
         task = loaded[(spec.key, system.modality.config.model_dump_json())]
-        details[spec.key] = {"split": spec.split.method, "metric": spec.metric, "files": task.files,
-                             "skipped": len(task.skipped), "skipped_examples": task.skipped[:5],
+        details[spec.key] = {"split": task.protocol, "evaluated_on": spec.evaluated_on, "metric": spec.metric,
+                             "files": task.files, "skipped": len(task.skipped), "skipped_examples": task.skipped[:5],
                              "duplicates_removed": task.duplicates_removed, "tasks": len(task.label_names)}
         path = out / "cells" / slug(system.name) / slug(spec.key) / f"seed-{seed}.json"
         bar.set_postfix_str(f"{spec.key} | {system.name} | seed {seed}")

@@ -10,7 +10,7 @@ from polymask.errors import ConfigError
 from polymask.tasks.finetune import FinetuneConfig
 
 #: Modules that register a benchmark's reference baselines, imported on demand.
-REFERENCE_MODULES = {"moleculenet": "polymask.tasks.moleculenet"}
+REFERENCE_MODULES = {"moleculenet": "polymask.tasks.moleculenet", "glue": "polymask.tasks.glue"}
 
 
 def add_finetune_options(parser: argparse.ArgumentParser) -> None:
@@ -22,7 +22,10 @@ def add_finetune_options(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--batch-size", type=int, help="examples per batch")
     parser.add_argument("--pooling", choices=["cls", "mean"], help="sequence representation")
     parser.add_argument("--freeze", action="store_true", help="linear probe: train the head only")
-    parser.add_argument("--max-train-examples", type=int, help="cap on training examples")
+    parser.add_argument("--max-train-examples", type=int, help="cap on training examples (questions for SQuAD)")
+    parser.add_argument("--max-valid-examples", type=int, help="cap on validation examples (a fixed subset)")
+    parser.add_argument("--max-test-examples", type=int, help="cap on evaluation examples (a fixed subset)")
+    parser.add_argument("--max-len", type=int, help="tokens per example (per window for SQuAD)")
     parser.add_argument("--set", action="append", metavar="KEY=VALUE", help="any other FinetuneConfig field")
     parser.add_argument("--quiet", action="store_true", help="no progress bar")
 
@@ -34,7 +37,9 @@ def finetune_config(args: argparse.Namespace) -> FinetuneConfig:
 
     raw: dict[str, Any] = {}
     for flag, field in (("lr", "lr"), ("epochs", "epochs"), ("patience", "patience"), ("batch_size", "batch_size"),
-                        ("pooling", "pooling"), ("max_train_examples", "max_train_examples")):
+                        ("pooling", "pooling"), ("max_train_examples", "max_train_examples"),
+                        ("max_valid_examples", "max_valid_examples"), ("max_test_examples", "max_test_examples"),
+                        ("max_len", "max_len")):
         if getattr(args, flag) is not None:
             raw[field] = getattr(args, flag)
     if args.freeze:
@@ -49,7 +54,10 @@ def finetune_config(args: argparse.Namespace) -> FinetuneConfig:
 
 
 def _settings(config: FinetuneConfig, args: argparse.Namespace) -> dict[str, Any]:
-    return {"fine-tuning": config.model_dump(), "data dir": str(args.data_dir) if args.data_dir else "built-in"}
+    caps = {name: getattr(config, name) for name in ("epochs", "max_train_examples", "max_valid_examples",
+                                                     "max_test_examples", "max_len")}
+    return {"caps": ", ".join(f"{name} = {value}" for name, value in caps.items()), "fine-tuning": config.model_dump(),
+            "data dir": str(args.data_dir) if args.data_dir else "built-in"}
 
 
 def cmd_finetune(args: argparse.Namespace) -> int:

@@ -1,7 +1,8 @@
 """Reading a task's examples: find its files, validate inputs through the modality, split.
 
-Invalid inputs (an unparsable SMILES, a non-IUPAC base) are skipped and reported with file, line
-and reason; the counts travel into every result table.
+Tables are delimited text files (with or without a header row, with or without CSV quoting),
+parquet files or ``datasets.Dataset`` objects. Invalid inputs (an unparsable SMILES, a non-IUPAC
+base) are skipped and reported with file, line and reason; the counts travel into every result table.
 """
 from __future__ import annotations
 
@@ -9,10 +10,11 @@ import csv
 import os
 from dataclasses import dataclass, field
 from pathlib import Path
+from typing import Any, Iterator, Mapping, Union
 
 import numpy as np
 
-from polymask.data.readers import open_text
+from polymask.data.readers import file_kind, open_text
 from polymask.errors import DataError, InvalidRecord
 from polymask.modalities.base import Modality
 from polymask.resources import builtin_dir
@@ -20,6 +22,9 @@ from polymask.tasks import splits
 from polymask.tasks.spec import TaskSpec
 
 DATA_DIR_ENV = "POLYMASK_DATA_DIR"
+
+#: A task table: a file (delimited text or parquet) or an in-memory ``datasets.Dataset``.
+TableSource = Union[Path, Any]
 
 
 @dataclass
@@ -43,6 +48,11 @@ class TaskData:
     files: list[str]
     skipped: list[dict] = field(default_factory=list)
     duplicates_removed: int = 0
+    protocol: str = ""
+    extra_tests: dict[str, TaskSplit] = field(default_factory=dict)
+
+    def __post_init__(self) -> None:
+        self.protocol = self.protocol or self.spec.split.method
 
     @property
     def n_outputs(self) -> int:
@@ -83,38 +93,66 @@ def _label(value: str, spec: TaskSpec) -> float:
         raise InvalidRecord(f"label {value!r} is not a number") from None
 
 
-def read_table(path: Path, spec: TaskSpec, modality: Modality, skipped: list[dict]) -> tuple[list[str], TaskSplit]:
-    """All valid examples of one task file."""
+def _delimited_rows(path: Path, spec: TaskSpec) -> Iterator[tuple[int, list[str]]]:
+    """(line, fields) of each row of a delimited file; quote characters are plain text unless ``spec.quoting``."""
     with open_text(path) as handle:
-        reader = csv.reader(handle, delimiter=spec.delimiter)
-        header = next(reader, None)
-        if header is None:
-            raise DataError(f"{path}: empty file")
-        header = [name.lstrip("\ufeff") for name in header]
-        missing = [c for c in spec.input_columns if c not in header]
-        if spec.label_columns == "rest":
-            label_names = [c for c in header if c not in spec.input_columns and c not in spec.ignore_columns]
-        else:
-            label_names = list(spec.label_columns)
-            missing += [c for c in label_names if c not in header]
-        if missing:
-            raise DataError(f"{path}: columns {missing} not found; the file has {header}")
-        input_at = [header.index(c) for c in spec.input_columns]
-        label_at = [header.index(c) for c in label_names]
-        inputs, labels = [], []
+        reader = csv.reader(handle, delimiter=spec.delimiter,
+                            quoting=csv.QUOTE_MINIMAL if spec.quoting else csv.QUOTE_NONE)
         for row in reader:
-            try:
-                if len(row) != len(header):
-                    raise InvalidRecord(f"{len(row)} fields, the header has {len(header)}")
-                values = [_label(row[i], spec) for i in label_at]
-                if all(np.isnan(values)):
-                    raise InvalidRecord("no label")
-                if spec.kind == "multiclass" and np.isnan(values).any():
-                    raise InvalidRecord("missing class label")
-                inputs.append(tuple(modality.normalize(row[i]) for i in input_at))
-                labels.append(values)
-            except InvalidRecord as exc:
-                skipped.append({"source": str(path), "line": reader.line_num, "reason": exc.reason})
+            yield reader.line_num, row
+
+
+def _column_rows(names: list[str], columns: list[list[Any]]) -> Iterator[tuple[int, list[str]]]:
+    """The header, then (row number, fields as text) of a column store; a null becomes an empty field."""
+    yield 0, names
+    for number, values in enumerate(zip(*columns), start=1):
+        yield number, ["" if value is None else str(value) for value in values]
+
+
+def table_rows(source: TableSource) -> Iterator[tuple[int, list[str]]]:
+    """Rows of a parquet file or a ``datasets.Dataset`` (first the column names)."""
+    if isinstance(source, Path):
+        import pyarrow.parquet as pq
+
+        table = pq.read_table(source)
+        return _column_rows(table.column_names, [table.column(name).to_pylist() for name in table.column_names])
+    return _column_rows(list(source.column_names), [source[name] for name in source.column_names])
+
+
+def read_table(source: TableSource, spec: TaskSpec, modality: Modality,
+               skipped: list[dict]) -> tuple[list[str], TaskSplit]:
+    """All valid examples of one task file (delimited text or parquet) or ``datasets.Dataset``."""
+    where = str(source) if isinstance(source, Path) else "datasets.Dataset"
+    delimited = isinstance(source, Path) and file_kind(source) != ".parquet"
+    rows = _delimited_rows(source, spec) if delimited else table_rows(source)
+    header = spec.column_names if delimited and spec.column_names else next(rows, (0, None))[1]
+    if header is None:
+        raise DataError(f"{source}: empty file")
+    header = [name.lstrip("\ufeff") for name in header]
+    missing = [c for c in spec.input_columns if c not in header]
+    if spec.label_columns == "rest":
+        label_names = [c for c in header if c not in spec.input_columns and c not in spec.ignore_columns]
+    else:
+        label_names = list(spec.label_columns)
+        missing += [c for c in label_names if c not in header]
+    if missing:
+        raise DataError(f"{source}: columns {missing} not found; the file has {header}")
+    input_at = [header.index(c) for c in spec.input_columns]
+    label_at = [header.index(c) for c in label_names]
+    inputs, labels = [], []
+    for line, row in rows:
+        try:
+            if len(row) != len(header):
+                raise InvalidRecord(f"{len(row)} fields, the header has {len(header)}")
+            values = [_label(row[i], spec) for i in label_at]
+            if all(np.isnan(values)):
+                raise InvalidRecord("no label")
+            if spec.kind == "multiclass" and np.isnan(values).any():
+                raise InvalidRecord("missing class label")
+            inputs.append(tuple(modality.normalize(row[i]) for i in input_at))
+            labels.append(values)
+        except InvalidRecord as exc:
+            skipped.append({"source": where, "line": line, "reason": exc.reason})
     return label_names, TaskSplit(inputs, np.asarray(labels, dtype=np.float64).reshape(len(inputs), len(label_at)))
 
 
@@ -136,24 +174,59 @@ def _subset(split: TaskSplit, indices: np.ndarray) -> TaskSplit:
     return TaskSplit([split.inputs[i] for i in indices], split.labels[indices])
 
 
-def load_task(spec: TaskSpec, modality: Modality, data_dir: Path | None = None) -> TaskData:
-    """Read, validate, deduplicate (if asked) and split a task's examples."""
+def cap_indices(count: int, limit: int | None, seed: int) -> np.ndarray:
+    """Sorted indices of a seeded random subset of ``limit`` of ``count`` items (all of them within the cap)."""
+    if limit is None or count <= limit:
+        return np.arange(count)
+    return np.sort(np.random.default_rng(seed).choice(count, limit, replace=False))
+
+
+def subset(split: TaskSplit, limit: int | None, seed: int) -> TaskSplit:
+    """At most ``limit`` examples of ``split`` (a seeded random subset)."""
+    return _subset(split, cap_indices(len(split), limit, seed))
+
+
+def holdout(count: int, fraction: float, seed: int) -> tuple[np.ndarray, np.ndarray]:
+    """Sorted indices (kept, held out) of a fixed-seed random hold-out of ``fraction`` of ``count`` items."""
+    order = np.random.default_rng(seed).permutation(count)
+    cut = max(1, round(fraction * count))
+    return np.sort(order[cut:]), np.sort(order[:cut])
+
+
+def load_task(spec: TaskSpec, modality: Modality, data_dir: Path | None = None,
+              tables: Mapping[str, TableSource] | None = None) -> TaskData:
+    """Read, validate, deduplicate (if asked) and split a task's examples.
+
+    ``tables`` supplies parts (``train``, ``valid``, ``test``, ``all`` or an extra test name) as
+    ``datasets.Dataset`` objects or paths in place of the spec's files.
+    """
     skipped: list[dict] = []
-    files = {part: find_task_file(name, spec.benchmark, data_dir) for part, name in spec.files.items()}
-    tables = {part: read_table(path, spec, modality, skipped) for part, path in files.items()}
-    label_names = next(iter(tables.values()))[0]
-    removed = 0
+    given = dict(tables or {})
+    names = {**spec.files, **spec.extra_test_files}
+    sources = {**{part: find_task_file(name, spec.benchmark, data_dir) for part, name in names.items()
+                  if part not in given}, **given}
+    read = {part: read_table(source, spec, modality, skipped) for part, source in sources.items()}
+    label_names = read["all" if "all" in read else "train"][0]
+    removed, protocol = 0, spec.split.method
     if spec.split.method == "predefined":
-        parts = {part: table[1] for part, table in tables.items()}
-        if "valid" not in parts:
-            raise DataError(f"{spec.key}: a predefined split without a validation file is not supported")
-        train, valid, test = parts["train"], parts["valid"], parts["test"]
+        train = read["train"][1]
+        if "valid" in read:
+            valid = read["valid"][1]
+        elif spec.split.valid_from_train:
+            kept, held = holdout(len(train), spec.split.valid_from_train, spec.split.seed)
+            train, valid = _subset(train, kept), _subset(train, held)
+            protocol = f"predefined; valid = {spec.split.valid_from_train:.0%} of train held out (seed {spec.split.seed})"
+        else:
+            raise DataError(f"{spec.key}: a predefined split needs a validation file or split.valid_from_train")
+        test = read["test"][1]
     else:
-        examples = tables["all"][1]
+        examples = read["all"][1]
         if spec.deduplicate:
             examples, removed = deduplicate(examples)
         splitter = splits.SPLITTERS[spec.split.method]
         parts = splitter([inputs[0] for inputs in examples.inputs], examples.labels, spec.split.fractions,
                          spec.split.seed)
         train, valid, test = (_subset(examples, part) for part in parts)
-    return TaskData(spec, label_names, train, valid, test, [str(p) for p in files.values()], skipped, removed)
+    files = [str(source) if isinstance(source, Path) else f"{part}: datasets.Dataset" for part, source in sources.items()]
+    extra = {name: read[name][1] for name in spec.extra_test_files}
+    return TaskData(spec, label_names, train, valid, test, files, skipped, removed, protocol, extra)

@@ -9,20 +9,22 @@ from __future__ import annotations
 import copy
 import time
 from dataclasses import dataclass
-from typing import Any, Literal
+from typing import Any, Callable, Literal
 
 import numpy as np
 import torch
 from pydantic import Field
 from tokenizers import Tokenizer
+from torch import Tensor, nn
 
 from polymask.data.batching import BatchSampler, collate
 from polymask.model.encoder import Encoder
 from polymask.modalities.base import Modality
 from polymask.schema import StrictModel
-from polymask.tasks.data import TaskData, TaskSplit
+from polymask.tasks.data import TaskData, TaskSplit, subset
 from polymask.tasks.heads import TASK_HEADS, SequencePredictor, TaskHead
 from polymask.tasks.metrics import better, score
+from polymask.tasks.span import SpanOptions
 from polymask.tokenization import SpecialIds
 from polymask.training.runtime import autocast, resolve_device
 
@@ -41,6 +43,11 @@ class FinetuneConfig(StrictModel):
     warmup_fraction: float = Field(0.06, ge=0, lt=1, description="fraction of steps with linear warm-up")
     max_len: int = Field(256, ge=8, description="tokens per example; longer ones are truncated and counted")
     max_train_examples: int | None = Field(None, ge=1, description="cap on training examples (random subset)")
+    max_valid_examples: int | None = Field(
+        None, ge=1, description="cap on validation examples (a fixed random subset, the same for every system and seed)")
+    max_test_examples: int | None = Field(
+        None, ge=1, description="cap on test examples (a fixed random subset, the same for every system and seed)")
+    span: SpanOptions = Field(default_factory=SpanOptions, description="span-extraction tasks (SQuAD): windows, answers")
     precision: Literal["auto", "fp32", "bf16"] = Field("auto", description="as in pretraining")
     device: str = Field("auto", description="auto, cpu, cuda or cuda:N")
 
@@ -85,6 +92,48 @@ def _predict(model: SequencePredictor, head: TaskHead, data: EncodedSplit, batch
     return predictions
 
 
+@dataclass
+class Fitted:
+    """Outcome of ``fit``: validation metrics at the best epoch (1-based) and the epochs run."""
+
+    valid: dict[str, float]
+    best_epoch: int
+    epochs_run: int
+
+
+def fit(model: nn.Module, config: FinetuneConfig, batches: Callable[[int], list[Any]],
+        loss_of: Callable[[Any], Tensor], validate: Callable[[], dict[str, float]], metric: str) -> Fitted:
+    """AdamW with linear warm-up and decay over ``config.epochs`` epochs of ``batches(epoch)``; ``validate``
+    after each epoch; stops after ``config.patience`` epochs without improving ``metric`` and restores the
+    best epoch's weights."""
+    parameters = [p for p in model.parameters() if p.requires_grad]
+    optimizer = torch.optim.AdamW(parameters, lr=config.lr, weight_decay=config.weight_decay)
+    total_steps = config.epochs * len(batches(0))
+    warmup = max(1, int(config.warmup_fraction * total_steps))
+    schedule = torch.optim.lr_scheduler.LambdaLR(
+        optimizer, lambda step: min((step + 1) / warmup, max(0.0, (total_steps - step) / max(1, total_steps - warmup))))
+    best_value, best_state, best_epoch, best_valid, stale = None, None, -1, {}, 0
+    for epoch in range(config.epochs):
+        for batch in batches(epoch):
+            loss = loss_of(batch)
+            loss.backward()
+            torch.nn.utils.clip_grad_norm_(parameters, 1.0)
+            optimizer.step()
+            schedule.step()
+            optimizer.zero_grad(set_to_none=True)
+        valid_metrics = validate()
+        if better(metric, valid_metrics[metric], best_value):
+            best_value, best_epoch, best_valid, stale = valid_metrics[metric], epoch, valid_metrics, 0
+            best_state = copy.deepcopy(model.state_dict())
+        else:
+            stale += 1
+            if stale >= config.patience:
+                break
+    if best_state is not None:
+        model.load_state_dict(best_state)
+    return Fitted(best_valid, best_epoch + 1, epoch + 1)
+
+
 def finetune(task: TaskData, encoder: Encoder, tokenizer: Tokenizer, modality: Modality, config: FinetuneConfig,
              seed: int) -> dict[str, Any]:
     """Fine-tune ``encoder`` on ``task``; returns metrics at the best validation epoch and counts."""
@@ -94,51 +143,36 @@ def finetune(task: TaskData, encoder: Encoder, tokenizer: Tokenizer, modality: M
     spec = task.spec
     metric_names = [spec.metric, *spec.extra_metrics]
     pad = SpecialIds.of(tokenizer).pad
-    train, valid, test = (encode_split(s, modality, tokenizer, config.max_len) for s in (task.train, task.valid, task.test))
-    if config.max_train_examples and len(train.sequences) > config.max_train_examples:
-        keep = np.sort(np.random.default_rng(seed).choice(len(train.sequences), config.max_train_examples, replace=False))
-        train = EncodedSplit([train.sequences[i] for i in keep], train.labels[keep], train.truncated)
+    fixed = spec.split.seed  # capped validation and test subsets are the same for every system and seed
+    train, valid, test = (encode_split(subset(split, limit, cap_seed), modality, tokenizer, config.max_len)
+                          for split, limit, cap_seed in ((task.train, config.max_train_examples, seed),
+                                                         (task.valid, config.max_valid_examples, fixed),
+                                                         (task.test, config.max_test_examples, fixed)))
     head = TASK_HEADS[spec.kind](train.labels)
     model = SequencePredictor(encoder, task.n_outputs, config.pooling, config.dropout).to(device)
     if config.freeze_encoder:
         model.encoder.requires_grad_(False)
-    parameters = [p for p in model.parameters() if p.requires_grad]
-    optimizer = torch.optim.AdamW(parameters, lr=config.lr, weight_decay=config.weight_decay)
     sampler = BatchSampler(np.array([len(s) for s in train.sequences]), config.batch_size, seed)
-    total_steps = config.epochs * len(sampler.epoch(0))
-    warmup = max(1, int(config.warmup_fraction * total_steps))
-    schedule = torch.optim.lr_scheduler.LambdaLR(
-        optimizer, lambda step: min((step + 1) / warmup, max(0.0, (total_steps - step) / max(1, total_steps - warmup))))
     labels = torch.as_tensor(train.labels, dtype=torch.float32)
 
-    best_value, best_state, best_epoch, best_valid, stale = None, None, -1, {}, 0
-    for epoch in range(config.epochs):
-        for indices in sampler.epoch(epoch):
-            batch = collate([train.sequences[i] for i in indices], pad).to(device)
-            with autocast(device, config.precision):
-                logits = model(batch.input_ids, batch.attention_mask)
-            loss = head.loss(logits, labels[indices].to(device))
-            loss.backward()
-            torch.nn.utils.clip_grad_norm_(parameters, 1.0)
-            optimizer.step()
-            schedule.step()
-            optimizer.zero_grad(set_to_none=True)
-        valid_metrics = score(metric_names, valid.labels,
-                              _predict(model, head, valid, config.batch_size, pad, device, config.precision))
-        if better(spec.metric, valid_metrics[spec.metric], best_value):
-            best_value, best_epoch, best_valid, stale = valid_metrics[spec.metric], epoch, valid_metrics, 0
-            best_state = copy.deepcopy(model.state_dict())
-        else:
-            stale += 1
-            if stale >= config.patience:
-                break
-    if best_state is not None:
-        model.load_state_dict(best_state)
-    test_metrics = score(metric_names, test.labels,
-                         _predict(model, head, test, config.batch_size, pad, device, config.precision))
+    def loss_of(indices: np.ndarray) -> Tensor:
+        batch = collate([train.sequences[i] for i in indices], pad).to(device)
+        with autocast(device, config.precision):
+            logits = model(batch.input_ids, batch.attention_mask)
+        return head.loss(logits, labels[indices].to(device))
+
+    def evaluate(split: EncodedSplit) -> dict[str, float]:
+        return score(metric_names, split.labels,
+                     _predict(model, head, split, config.batch_size, pad, device, config.precision))
+
+    fitted = fit(model, config, sampler.epoch, loss_of, lambda: evaluate(valid), spec.metric)
+    test_metrics = evaluate(test)
+    for name, split in task.extra_tests.items():
+        extra = encode_split(subset(split, config.max_test_examples, fixed), modality, tokenizer, config.max_len)
+        test_metrics.update({f"{name}_{metric}": value for metric, value in evaluate(extra).items()})
     return {
-        "task": spec.key, "seed": seed, "metric": spec.metric, "best_epoch": best_epoch + 1, "epochs_run": epoch + 1,
-        "valid": best_valid, "test": test_metrics,
+        "task": spec.key, "seed": seed, "metric": spec.metric, "best_epoch": fitted.best_epoch,
+        "epochs_run": fitted.epochs_run, "valid": fitted.valid, "test": test_metrics,
         "n_train": len(train.sequences), "n_valid": len(valid.sequences), "n_test": len(test.sequences),
         "truncated": train.truncated + valid.truncated + test.truncated,
         "skipped": len(task.skipped), "duplicates_removed": task.duplicates_removed,

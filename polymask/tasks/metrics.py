@@ -3,21 +3,24 @@
 Every metric takes ``labels`` (N, T) with NaN for missing entries and ``predictions``: class-1
 probabilities (N, T) for binary tasks, class probabilities (N, C) for multiclass, values (N, T) in
 original units for regression. Multi-task binary metrics average over the tasks that have both
-classes present in the split (MoleculeNet's convention).
+classes present in the split (MoleculeNet's convention). The SQuAD metrics take the gold answers
+(``squad_eval.Golds``) and (answer, no-answer score) pairs, and give percentages.
 """
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import Callable
+from typing import Any, Callable
 
 import numpy as np
 from scipy import stats
 from sklearn import metrics as skm
 
+from polymask.tasks import squad_eval
+
 
 @dataclass(frozen=True)
 class Metric:
-    function: Callable[[np.ndarray, np.ndarray], float]
+    function: Callable[[Any, Any], float]
     higher_is_better: bool
 
 
@@ -66,10 +69,16 @@ METRICS: dict[str, Metric] = {
     "mcc": Metric(_single_label(skm.matthews_corrcoef), True),
     "f1": Metric(_single_label(skm.f1_score), True),
     "macro_f1": Metric(_single_label(lambda y, p: skm.f1_score(y, p, average="macro")), True),
+    "exact_match": Metric(squad_eval.exact_match, True),
+    "squad_f1": Metric(squad_eval.f1, True),
+    "best_exact_match": Metric(squad_eval.best_exact_match, True),
+    "best_squad_f1": Metric(squad_eval.best_f1, True),
+    "has_answer_f1": Metric(squad_eval.has_answer_f1, True),
+    "no_answer_f1": Metric(squad_eval.no_answer_f1, True),
 }
 
 
-def score(names: list[str], labels: np.ndarray, predictions: np.ndarray) -> dict[str, float]:
+def score(names: list[str], labels: Any, predictions: Any) -> dict[str, float]:
     """Compute the named metrics."""
     return {name: METRICS[name].function(labels, predictions) for name in names}
 

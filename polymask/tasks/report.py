@@ -51,6 +51,23 @@ def _main_table(rows: list[dict[str, Any]], systems: list[str], tasks: list[str]
     return lines
 
 
+def _further_metrics(rows: list[dict[str, Any]], systems: list[str], tasks: list[str]) -> list[str]:
+    """A row per (task, metric other than the headline one), a column per system."""
+    by_key = {(r["system"], r["task"]): r for r in rows}
+    lines = []
+    for task in tasks:
+        present = [r for r in rows if r["task"] == task]
+        if not present:
+            continue
+        for metric in [k[:-5] for k in present[0] if k.endswith("_mean") and k[:-5] != present[0]["metric"]]:
+            cells = [_cell(by_key.get((system, task)), metric) for system in systems]
+            lines.append(f"| {task} | {metric} | " + " | ".join(cells) + " |")
+    if not lines:
+        return []
+    return ["", "## Further metrics", "", "| task | metric | " + " | ".join(systems) + " |",
+            "|" + "---|" * (len(systems) + 2)] + lines
+
+
 def _plot(path: Path, rows: list[dict[str, Any]], systems: list[str], tasks: list[str]) -> None:
     import matplotlib
 
@@ -94,17 +111,19 @@ def write_report(out: Path, title: str, rows: list[dict[str, Any]], results: dic
     systems = list(results["systems"])
     tasks = results["task_order"]
     lines = [f"# {title}", "",
-             f"Test-set scores at the best validation epoch, mean ± std over seeds {results['seeds']}; "
+             f"Scores on each task's evaluation set (Tasks: evaluated on) at the best validation epoch, mean ± std "
+             f"over seeds {results['seeds']}; "
              f"best per column in bold. Wall time {results['wall_time_s']} s (cells run in this invocation).", ""]
     lines += [f"- {key}: {value}" for key, value in settings.items()] + [""]
-    lines += _main_table(rows, systems, tasks) + ["", "## Tasks", "",
-                                                  "| task | split | metric | train / valid / test | invalid inputs skipped "
-                                                  "| duplicates removed | truncated |", "|---|---|---|---|---|---|---|"]
+    lines += _main_table(rows, systems, tasks) + _further_metrics(rows, systems, tasks)
+    lines += ["", "## Tasks", "", "| task | split | evaluated on | metric | train / valid / test | invalid inputs "
+              "skipped | duplicates removed | truncated |", "|---|---|---|---|---|---|---|---|"]
     for task in tasks:
         detail = results["tasks"].get(task)
         row = next((r for r in rows if r["task"] == task), None)
         if detail and row:
-            lines.append(f"| {task} | {detail['split']} | {detail['metric']} | {row['n_train']} / {row['n_valid']} / "
+            lines.append(f"| {task} | {detail['split']} | {detail['evaluated_on']} | {detail['metric']} "
+                         f"| {row['n_train']} / {row['n_valid']} / "
                          f"{row['n_test']} | {detail['skipped']} | {detail['duplicates_removed']} | {row['truncated']} |")
     lines += ["", "## Systems", ""] + [f"- **{name}**: {text}" for name, text in results["systems"].items()]
     if results["missing"]:

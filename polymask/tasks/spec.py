@@ -15,7 +15,7 @@ from polymask.errors import ConfigError
 from polymask.resources import builtin_dir
 from polymask.schema import StrictModel
 
-TaskKind = Literal["binary", "multiclass", "regression"]
+TaskKind = Literal["binary", "multiclass", "regression", "span"]
 
 
 class SplitSpec(StrictModel):
@@ -26,6 +26,9 @@ class SplitSpec(StrictModel):
                     "order), random, stratified (by label), predefined (one file per split)")
     fractions: tuple[float, float, float] = Field((0.8, 0.1, 0.1), description="train/valid/test fractions")
     seed: int = Field(0, description="seed of random splits (fixed: the same split for every checkpoint)")
+    valid_from_train: float | None = Field(
+        None, gt=0, lt=1, description="predefined split without a valid file: hold out this fraction of the train "
+                                      "file (seeded by seed) as the validation split")
 
 
 class TaskSpec(StrictModel):
@@ -34,19 +37,28 @@ class TaskSpec(StrictModel):
     name: str = Field(description="task name, unique within its benchmark")
     benchmark: str = Field(description="benchmark group (moleculenet, glue, dna, ...)")
     modality: str = Field(description="modality the inputs belong to")
-    kind: TaskKind = Field(description="binary (one or more binary tasks), multiclass, or regression")
+    kind: TaskKind = Field(description="binary (one or more binary tasks), multiclass, regression, or span "
+                                       "(extractive question answering, SQuAD JSON)")
     files: dict[str, str] = Field(
         description="file per split (train/valid/test) for predefined splits, else {all: file}; looked up in the "
                     "data directory, then in the built-in tasks/<benchmark>/data/ (a .gz twin is accepted)")
+    extra_test_files: dict[str, str] = Field(
+        default_factory=dict, description="further evaluation sets (name -> file), scored like test at the best "
+                                          "validation epoch and reported as <name>_<metric>")
     delimiter: str = Field(",", description="field delimiter of the table files")
+    column_names: list[str] | None = Field(
+        None, description="names of the columns of header-less files (the first line is then data)")
+    quoting: bool = Field(True, description="fields may be quoted as in CSV; false: quote characters are plain text")
     input_columns: list[str] = Field(description="one column, or two for sentence pairs")
     label_columns: list[str] | Literal["rest"] = Field(
         description="label columns; 'rest' = every column that is not an input or ignored column")
     ignore_columns: list[str] = Field(default_factory=list, description="columns that are neither input nor label")
-    label_values: list[str] | None = Field(None, description="class names in index order (multiclass with string labels)")
+    label_values: list[str] | None = Field(
+        None, description="string labels in index order (multiclass classes; binary: the second is the positive class)")
     metric: str = Field(description="headline metric (see polymask.tasks.metrics.METRICS)")
     extra_metrics: list[str] = Field(default_factory=list, description="further metrics reported")
     split: SplitSpec
+    evaluated_on: str = Field("test split", description="what the test split is, as stated in reports")
     deduplicate: bool = Field(False, description="drop repeated inputs (and inputs seen with conflicting labels)")
     source: str = Field("", description="where the data comes from")
     in_default_benchmark: bool = Field(True, description="run by `polymask benchmark <benchmark>` without --tasks")
@@ -61,6 +73,8 @@ class TaskSpec(StrictModel):
             raise ValueError("a predefined split needs files for train and test (valid optional)")
         if self.split.method != "predefined" and set(self.files) != {"all"}:
             raise ValueError(f"split '{self.split.method}' needs exactly one file, given as files: {{all: FILE}}")
+        if set(self.extra_test_files) & {"train", "valid", "test", "all"}:
+            raise ValueError("extra_test_files need names other than train, valid, test and all")
         return self
 
 

@@ -6,10 +6,12 @@ logistic regression for DNA, ...) register in ``REFERENCES`` under their benchma
 """
 from __future__ import annotations
 
+import time
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Callable
 
+import numpy as np
 import torch
 
 from polymask.config import build_run_config
@@ -18,10 +20,13 @@ from polymask.modalities import build_modality
 from polymask.modalities.base import Modality
 from polymask.registry import Registry
 from polymask.tasks.data import TaskData
-from polymask.tasks.finetune import FinetuneConfig, finetune
+from polymask.tasks.finetune import FinetuneConfig
+from polymask.tasks.kinds import KINDS
+from polymask.tasks.metrics import score
 from polymask.training.checkpoint import LoadedCheckpoint, load_checkpoint
 
-RunCell = Callable[[TaskData, int], dict[str, Any]]
+#: (task data of any kind, seed) -> result dict.
+RunCell = Callable[[Any, int], dict[str, Any]]
 
 
 @dataclass
@@ -47,8 +52,8 @@ REFERENCES: Registry[list[Reference]] = Registry("benchmark references")
 
 def _finetuned(encoder_factory: Callable[[int], Encoder], checkpoint: LoadedCheckpoint, modality: Modality,
                config: FinetuneConfig) -> RunCell:
-    def run(task: TaskData, seed: int) -> dict[str, Any]:
-        return finetune(task, encoder_factory(seed), checkpoint.tokenizer, modality, config, seed)
+    def run(task: Any, seed: int) -> dict[str, Any]:
+        return KINDS[task.spec.kind].finetune(task, encoder_factory(seed), checkpoint.tokenizer, modality, config, seed)
 
     return run
 
@@ -75,6 +80,21 @@ def untrained_system(path: Path, config: FinetuneConfig) -> System:
 
     return System("no pretraining", f"architecture of {checkpoint.folder}, random initialisation",
                   modality, _finetuned(fresh_encoder, checkpoint, modality, config))
+
+
+def reference_result(task: TaskData, seed: int, predictions: dict[str, np.ndarray], started: float) -> dict[str, Any]:
+    """A reference baseline's result from its predictions on ``valid``, ``test`` and any extra test sets."""
+    names = [task.spec.metric, *task.spec.extra_metrics]
+    test = score(names, task.test.labels, predictions["test"])
+    for extra, split in task.extra_tests.items():
+        test.update({f"{extra}_{metric}": value for metric, value in score(names, split.labels, predictions[extra]).items()})
+    return {
+        "task": task.spec.key, "seed": seed, "metric": task.spec.metric,
+        "valid": score(names, task.valid.labels, predictions["valid"]), "test": test,
+        "n_train": len(task.train), "n_valid": len(task.valid), "n_test": len(task.test), "truncated": 0,
+        "skipped": len(task.skipped), "duplicates_removed": task.duplicates_removed, "split": task.spec.split.method,
+        "time_s": round(time.perf_counter() - started, 2),
+    }
 
 
 def reference_systems(benchmark: str, modality: Modality) -> list[System]:

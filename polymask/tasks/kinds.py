@@ -1,0 +1,38 @@
+"""Task kinds: how a kind's examples are loaded and how a pretrained encoder is fine-tuned on them.
+
+Table tasks (binary, multiclass, regression) share one loader and one fine-tuning loop; extractive
+question answering (span, SQuAD JSON) has its own. The benchmark and the systems look a task's
+kind up here, so a new kind is one entry.
+"""
+from __future__ import annotations
+
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any, Callable
+
+from tokenizers import Tokenizer
+
+from polymask.model.encoder import Encoder
+from polymask.modalities.base import Modality
+from polymask.tasks.data import load_task
+from polymask.tasks.finetune import FinetuneConfig, finetune
+from polymask.tasks.span_finetune import finetune_span
+from polymask.tasks.spec import TaskSpec
+from polymask.tasks.squad import load_squad
+
+
+@dataclass(frozen=True)
+class KindRunner:
+    """``load(spec, modality, data_dir)`` -> task data; ``finetune(data, encoder, tokenizer, modality, config, seed)``
+    -> a result dict with ``valid`` and ``test`` metrics."""
+
+    load: Callable[[TaskSpec, Modality, Path | None], Any]
+    finetune: Callable[[Any, Encoder, Tokenizer, Modality, FinetuneConfig, int], dict[str, Any]]
+
+
+_TABLE = KindRunner(load_task, finetune)
+
+KINDS: dict[str, KindRunner] = {
+    "binary": _TABLE, "multiclass": _TABLE, "regression": _TABLE,
+    "span": KindRunner(load_squad, finetune_span),
+}

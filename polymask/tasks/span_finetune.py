@@ -1,0 +1,102 @@
+"""Fine-tuning a pretrained encoder for extractive question answering (SQuAD), with early stopping.
+
+Training and early stopping are those of every task (``finetune.fit``); what differs is the span
+head over context windows, and that predictions are whole answers scored by the SQuAD metrics.
+"""
+from __future__ import annotations
+
+import time
+from typing import Any, Callable
+
+import numpy as np
+import torch
+from tokenizers import Tokenizer
+from torch import Tensor
+
+from polymask.data.batching import BatchSampler, collate
+from polymask.model.encoder import Encoder
+from polymask.modalities.base import Modality
+from polymask.tasks.data import cap_indices
+from polymask.tasks.finetune import FinetuneConfig, fit
+from polymask.tasks.metrics import score
+from polymask.tasks.span import (QAExample, SpanFeatures, SpanPredictor, allowed_positions, answer_predictions,
+                                 best_spans, build_features, span_loss)
+from polymask.tasks.squad import SquadTask
+from polymask.tasks.squad_eval import best_threshold
+from polymask.tokenization import SpecialIds
+from polymask.training.runtime import autocast, resolve_device
+
+Forward = Callable[[SpanFeatures, np.ndarray], tuple[Tensor, Tensor]]
+
+
+def _capped(examples: list[QAExample], limit: int | None, seed: int) -> list[QAExample]:
+    return [examples[i] for i in cap_indices(len(examples), limit, seed)]
+
+
+def predict_answers(model: torch.nn.Module, forward: Forward, features: SpanFeatures, examples: list[QAExample],
+                    config: FinetuneConfig, allow_null: bool) -> list[tuple[str, float]]:
+    """(best answer text, no-answer score) per example, from the best span of each of its windows."""
+    model.eval()
+    count = len(features)
+    scores, starts, ends, nulls = np.zeros(count), np.zeros(count, int), np.zeros(count, int), np.zeros(count)
+    lengths = np.array([len(ids) for ids in features.ids])
+    with torch.no_grad():
+        for rows in BatchSampler(lengths, config.batch_size, 0, shuffle=False).epoch(0):
+            best = best_spans(*forward(features, rows), config.span.max_answer_len)
+            scores[rows], starts[rows], ends[rows], nulls[rows] = (value.cpu().numpy() for value in best)
+    model.train()
+    return answer_predictions(features, examples, scores, starts, ends, nulls, allow_null)
+
+
+def finetune_span(task: SquadTask, encoder: Encoder, tokenizer: Tokenizer, modality: Modality,
+                  config: FinetuneConfig, seed: int) -> dict[str, Any]:
+    """Fine-tune ``encoder`` with a span head on ``task``; SQuAD metrics of the best validation epoch."""
+    started = time.perf_counter()
+    torch.manual_seed(seed)
+    device = resolve_device(config.device)
+    spec = task.spec
+    metric_names = [spec.metric, *spec.extra_metrics]
+    fixed = spec.split.seed  # capped validation and test questions are the same for every system and seed
+    train = _capped(task.train, config.max_train_examples, seed)
+    valid = _capped(task.valid, config.max_valid_examples, fixed)
+    test = _capped(task.test, config.max_test_examples, fixed)
+    train_f = build_features(train, tokenizer, config.max_len, config.span)
+    valid_f, test_f = (build_features(part, tokenizer, config.max_len, config.span, targets=False)
+                       for part in (valid, test))
+    model = SpanPredictor(encoder).to(device)
+    if config.freeze_encoder:
+        model.encoder.requires_grad_(False)
+    pad = SpecialIds.of(tokenizer).pad
+    sampler = BatchSampler(np.array([len(ids) for ids in train_f.ids]), config.batch_size, seed)
+    starts, ends = torch.tensor(train_f.starts), torch.tensor(train_f.ends)
+
+    def forward(features: SpanFeatures, rows: np.ndarray) -> tuple[Tensor, Tensor]:
+        batch = collate([features.ids[i] for i in rows], pad).to(device)
+        allowed = allowed_positions(features, rows, batch.input_ids.shape[1]).to(device)
+        with autocast(device, config.precision):
+            return model(batch.input_ids, batch.attention_mask, allowed)
+
+    def loss_of(rows: np.ndarray) -> Tensor:
+        return span_loss(*forward(train_f, rows), starts[rows].to(device), ends[rows].to(device))
+
+    def evaluate(examples: list[QAExample], features: SpanFeatures) -> tuple[dict[str, float], list]:
+        predictions = predict_answers(model, forward, features, examples, config, task.version_2)
+        return score(metric_names, task.golds(examples), predictions), predictions
+
+    fitted = fit(model, config, sampler.epoch, loss_of, lambda: evaluate(valid, valid_f)[0], spec.metric)
+    test_metrics, predictions = evaluate(test, test_f)
+    result = {
+        "task": spec.key, "seed": seed, "metric": spec.metric, "best_epoch": fitted.best_epoch,
+        "epochs_run": fitted.epochs_run, "valid": fitted.valid, "test": test_metrics,
+        "n_train": len(train), "n_valid": len(valid), "n_test": len(test),
+        "windows": {"train": len(train_f), "valid": len(valid_f), "test": len(test_f)},
+        "truncated": train_f.questions_cut + valid_f.questions_cut + test_f.questions_cut,
+        "skipped": len(task.skipped), "duplicates_removed": 0,
+        "split": "standard" if task.standard else "dev split (not standard)",
+        "time_s": round(time.perf_counter() - started, 2),
+    }
+    if task.version_2:
+        golds = task.golds(test)
+        result["oracle_no_answer_threshold"] = {name: best_threshold(golds, predictions, name)[1]
+                                                for name in ("exact", "f1")}
+    return result

@@ -1,0 +1,143 @@
+"""SQuAD: the scorer against hand-computed scores, offsets on real questions, splits, decoding, the CLI."""
+import json
+import shutil
+
+import pytest
+import torch
+
+from polymask.cli import main
+from polymask.modalities import MODALITIES
+from polymask.resources import builtin_dir
+from polymask.tasks.span import SpanOptions, best_spans, build_features, windows
+from polymask.tasks.spec import load_task_spec
+from polymask.tasks.squad import load_squad
+from polymask.tasks.squad_eval import (Golds, best_exact_match, best_f1, best_threshold, exact_match, f1,
+                                       has_answer_f1, no_answer_f1, normalize_answer)
+from polymask.tokenization import load_tokenizer
+
+INF = float("inf")
+
+# Official-format questions (answer texts; [] = no answer) and (best span, no-answer score) predictions.
+GOLDS = [["the Denver Broncos", "Denver Broncos"], ["Santa Clara, California"], [], [], ["1990"]]
+PREDICTIONS = [("Denver Broncos.", -2.0), ("Santa Clara", -1.5), ("Levi's Stadium", -1.0), ("the", 2.0), ("1990", 0.5)]
+
+
+def test_normalisation_as_the_official_script():
+    assert normalize_answer("The  Quick, brown fox!") == "quick brown fox"
+    assert normalize_answer("An apple a day") == "apple day"
+    assert normalize_answer("banana theatre") == "banana theatre"  # articles only as whole words
+
+
+def test_exact_and_f1_against_hand_computed_scores():
+    golds = Golds(GOLDS, version_2=True)
+    # threshold 0: answers 1-3 are given, 4 and 5 become "" (no-answer score above 0)
+    # exact: 1 (normalised match) + 0 + 0 (an answer to an unanswerable question) + 1 (correct "") + 0
+    assert exact_match(golds, PREDICTIONS) == pytest.approx(100 * 2 / 5)
+    # F1: 1 + 0.8 (P = 1, R = 2/3) + 0 + 1 + 0
+    assert f1(golds, PREDICTIONS) == pytest.approx(100 * 2.8 / 5)
+    assert has_answer_f1(golds, PREDICTIONS) == pytest.approx(100 * 1.8 / 3)  # questions 1, 2, 5
+    assert no_answer_f1(golds, PREDICTIONS) == pytest.approx(50.0)  # questions 3, 4
+
+
+def test_best_threshold_sweep_against_hand_computed_scores():
+    golds = Golds(GOLDS, version_2=True)
+    # start with "" everywhere (2 unanswerable right), then answer in order of no-answer score:
+    # F1 running totals 2 -> 3 (q1) -> 3.8 (q2) -> 2.8 (q3 answered wrongly) -> 3.8 (q5) -> 2.8 (q4): best 3.8 at -1.5
+    assert best_threshold(golds, PREDICTIONS, "f1") == pytest.approx((100 * 3.8 / 5, -1.5))
+    assert best_f1(golds, PREDICTIONS) == pytest.approx(76.0)
+    # exact: 2 -> 3 (q1) -> 3 -> 2 -> 3 -> 2: best 3 at -2.0
+    assert best_threshold(golds, PREDICTIONS, "exact") == pytest.approx((60.0, -2.0))
+    assert best_exact_match(golds, PREDICTIONS) == pytest.approx(60.0)
+
+
+def test_v1_and_v2_rules_differ_only_on_gold_answers_that_normalise_to_nothing():
+    prediction = [(",", -INF)]
+    assert exact_match(Golds([["."]], version_2=False), prediction) == 100.0
+    assert f1(Golds([["."]], version_2=False), prediction) == 0.0  # v1.1: no shared token, F1 0
+    assert f1(Golds([["."]], version_2=True), prediction) == 100.0  # v2.0: both empty after normalising
+    assert f1(Golds([["Broncos", "."]], version_2=True), [("Denver Broncos", -INF)]) == pytest.approx(100 * 2 / 3)
+
+
+@pytest.fixture(scope="module")
+def tokenizer():
+    return load_tokenizer(builtin_dir("tokenizers") / "text")
+
+
+@pytest.mark.parametrize("key", ["squad/v1", "squad/v2-cs224n"])
+def test_offsets_recover_the_gold_answer_of_every_training_window(key, tokenizer):
+    task = load_squad(load_task_spec(key), MODALITIES.get("text")())
+    everything = task.train + task.valid + task.test
+    sample = [example for example in everything if example.article.startswith(("0:", "1:"))]  # two real articles
+    features = build_features(sample, tokenizer, 160, SpanOptions(doc_stride=64))
+    assert len(features) > len(sample)  # long contexts do span several windows
+    found = exact = 0
+    for row in range(len(features)):
+        example = sample[features.example[row]]
+        if features.starts[row] == 0:
+            continue
+        offsets = features.offsets[row]
+        first, last = (features.starts[row] - features.context_from[row], features.ends[row] - features.context_from[row])
+        answer_end = example.answer_start + len(example.answers[0])
+        # the smallest token span covering the answer's characters
+        assert offsets[first][0] <= example.answer_start < offsets[first][1]
+        assert offsets[last][0] < answer_end <= offsets[last][1]
+        text = example.context[offsets[first][0]:offsets[last][1]].strip()
+        assert example.answers[0] in text
+        found += 1
+        exact += text == example.answers[0]
+    answerable = {i for i, example in enumerate(sample) if example.answers}
+    assert {features.example[row] for row in range(len(features)) if features.starts[row]} == answerable
+    assert exact >= 0.98 * found  # the rest end inside a BPE token (e.g. "DTIME(n2)" in "DTIME(n2),")
+
+
+def test_windows_cover_the_context_with_the_stride():
+    assert windows(10, 4, 3) == [(0, 4), (3, 7), (6, 10)]
+    assert windows(3, 4, 2) == [(0, 3)]
+
+
+def test_without_a_train_file_the_dev_split_is_article_disjoint_and_labelled():
+    task = load_squad(load_task_spec("squad/v2-cs224n"), MODALITIES.get("text")())
+    articles = [{example.article for example in part} for part in (task.train, task.valid, task.test)]
+    assert not (articles[0] & articles[1] or articles[0] & articles[2] or articles[1] & articles[2])
+    assert sum(map(len, articles)) == 16 and len(task.train) + len(task.valid) + len(task.test) == 6078
+    assert task.version_2 and not task.standard and "NOT the standard protocol" in task.protocol
+
+
+def test_with_a_train_file_the_standard_protocol_runs(tmp_path):
+    # the dev file stands in for train-v1.1.json here, only to exercise the standard protocol's code path
+    shipped = builtin_dir("tasks") / "squad" / "data" / "dev-v1.1.json.gz"
+    for name in ("train-v1.1.json.gz", "dev-v1.1.json.gz"):
+        shutil.copy(shipped, tmp_path / name)
+    task = load_squad(load_task_spec("squad/v1"), MODALITIES.get("text")(), tmp_path)
+    assert task.standard and task.protocol.startswith("standard: train file, 2 of its 48 articles held out")
+    assert len(task.test) == 10570 and len(task.train) + len(task.valid) == 10570 and not task.version_2
+    assert not {example.article for example in task.train} & {example.article for example in task.valid}
+
+
+def test_best_spans_matches_brute_force():
+    torch.manual_seed(0)
+    start, end = torch.randn(3, 9), torch.randn(3, 9)
+    scores, starts, ends, nulls = best_spans(start, end, max_answer_len=3)
+    for row in range(3):
+        candidates = [(start[row, i] + end[row, j], i, j) for i in range(1, 9) for j in range(i, min(i + 3, 9))]
+        best = max(candidates)
+        assert (starts[row], ends[row]) == (best[1], best[2]) and torch.isclose(scores[row], best[0])
+        assert torch.isclose(nulls[row], start[row, 0] + end[row, 0])
+
+
+def test_finetune_cli_on_squad_v2_labels_the_protocol(tiny_text_checkpoint, tmp_path):
+    out = tmp_path / "squad"
+    assert main(["finetune", "--task", "squad/v2-cs224n", "--checkpoint", str(tiny_text_checkpoint), "--epochs", "1",
+                 "--max-train-examples", "48", "--max-valid-examples", "24", "--max-test-examples", "40",
+                 "--max-len", "128", "--set", "span.doc_stride=48", "--out", str(out), "--quiet"]) == 0
+    report = json.loads((out / "results.json").read_text())
+    cell = report["cells"][0]
+    assert set(cell["test"]) == {"squad_f1", "exact_match", "has_answer_f1", "no_answer_f1", "best_squad_f1",
+                                 "best_exact_match"}
+    assert all(0 <= value <= 100 for value in cell["test"].values())
+    assert cell["test"]["best_squad_f1"] >= cell["test"]["squad_f1"] - 1e-9  # the oracle threshold is never worse
+    assert (cell["n_train"], cell["n_valid"], cell["n_test"]) == (48, 24, 40)
+    assert cell["windows"]["test"] > 40 and set(cell["oracle_no_answer_threshold"]) == {"exact", "f1"}
+    markdown = (out / "results.md").read_text()
+    assert "NOT the standard protocol" in markdown and "max_test_examples = 40" in markdown
+    assert "best_squad_f1" in markdown  # further metrics are tabled too
