@@ -1,0 +1,65 @@
+"""``polymask compare``: argument parsing and wiring."""
+from __future__ import annotations
+
+import argparse
+from pathlib import Path
+from typing import Any
+
+from polymask.errors import ConfigError
+
+
+def cmd_compare(args: argparse.Namespace) -> int:
+    from pydantic import ValidationError
+
+    from polymask.compare.budget import parse_budget
+    from polymask.compare.run import run_compare
+    from polymask.config import apply_override, load_yaml
+    from polymask.objectives import OBJECTIVES
+    from polymask.tasks.finetune import FinetuneConfig
+
+    objectives = [name.strip() for name in args.objectives.split(",") if name.strip()]
+    for name in objectives:
+        OBJECTIVES.get(name)
+    base: dict[str, Any] = load_yaml(args.config) if args.config else {}
+    if args.data:
+        base.setdefault("data", {})["paths"] = [str(p) for p in args.data]
+    for assignment in args.set or []:
+        apply_override(base, assignment)
+    if isinstance(base.get("modality"), str):
+        base["modality"] = {"name": base["modality"]}
+    base.setdefault("modality", {})["name"] = args.modality
+    finetune: dict[str, Any] = {key: value for key, value in (("epochs", args.epochs), ("lr", args.lr),
+                                                              ("patience", args.patience),
+                                                              ("max_train_examples", args.max_train_examples))
+                                if value is not None}
+    for assignment in args.finetune_set or []:
+        apply_override(finetune, assignment)
+    try:
+        finetune_config = FinetuneConfig.model_validate(finetune)
+    except ValidationError as exc:
+        raise ConfigError(f"invalid fine-tuning option: {exc.errors()[0]['loc']}: {exc.errors()[0]['msg']}") from None
+    report = run_compare(args.modality, objectives, parse_budget(args.budget), args.out, base, args.seeds,
+                         args.benchmark_seeds, args.tasks, finetune_config, args.data_dir)
+    print(f"report: {report}")
+    return 0
+
+
+def add_commands(sub: argparse._SubParsersAction) -> None:
+    parser = sub.add_parser("compare", help="equal-budget objective comparison: pretrain, benchmark, analyse, report")
+    parser.add_argument("--modality", required=True, help="smiles, dna, text or a registered modality")
+    parser.add_argument("--objectives", default="mlm,maelm,exlm", help="comma-separated objectives")
+    parser.add_argument("--budget", required=True, help="per run: a time (30m, 1.5h), N-steps, or N-tokens (5M-tokens)")
+    parser.add_argument("--out", type=Path, required=True, help="report folder (reruns reuse what is finished there)")
+    parser.add_argument("--config", help="base pretraining recipe (path or built-in name)")
+    parser.add_argument("--data", nargs="+", type=Path, help="pretraining corpus (default: the built-in one)")
+    parser.add_argument("--set", action="append", metavar="KEY=VALUE", help="pretraining config override")
+    parser.add_argument("--seeds", type=int, nargs="+", default=[0], help="pretraining seeds")
+    parser.add_argument("--benchmark-seeds", type=int, default=3, help="fine-tuning seeds per task")
+    parser.add_argument("--tasks", nargs="+", help="task keys (default: each benchmark's default set)")
+    parser.add_argument("--data-dir", type=Path, help="folder with task files")
+    parser.add_argument("--epochs", type=int, help="fine-tuning epochs")
+    parser.add_argument("--lr", type=float, help="fine-tuning learning rate")
+    parser.add_argument("--patience", type=int, help="fine-tuning early-stopping patience")
+    parser.add_argument("--max-train-examples", type=int, help="cap on fine-tuning examples per task")
+    parser.add_argument("--finetune-set", action="append", metavar="KEY=VALUE", help="any FinetuneConfig field")
+    parser.set_defaults(handler=cmd_compare)

@@ -1,0 +1,63 @@
+"""Pretraining under a shared budget: one run per (objective, seed), reused when already finished."""
+from __future__ import annotations
+
+import json
+from pathlib import Path
+from typing import Any
+
+from polymask.compare.budget import Budget, measure_step_seconds, steps_for
+from polymask.config import build_run_config, merge
+from polymask.training.trainer import Trainer, train
+
+
+def run_config(base: dict[str, Any], objective: str, seed: int, run_dir: Path) -> dict[str, Any]:
+    """The base recipe with this run's objective, seed and folder (objective options kept when they match)."""
+    base_objective = base.get("objective", {})
+    if isinstance(base_objective, str):
+        base_objective = {"name": base_objective}
+    options = base_objective if base_objective.get("name") == objective else {"mask_ratio": base_objective.get(
+        "mask_ratio", 0.15)}
+    return merge(base, {"objective": {**options, "name": objective}, "out": str(run_dir),
+                        "train": {"seed": seed, "progress": False}})
+
+
+def _tokens_per_step(trainer: Trainer) -> float:
+    lengths = trainer.batches.store.lengths
+    train = trainer.config.train
+    return float(lengths.mean()) * train.batch_size * train.grad_accum
+
+
+def plan_steps(raw: dict[str, Any], budget: Budget) -> dict[str, Any]:
+    """Steps (and, for a time budget, the measured step time) that spend ``budget`` for this run."""
+    if budget.kind == "steps":
+        return {"steps": int(budget.amount)}
+    probe = Trainer(build_run_config(merge(raw, {"out": str(Path(raw["out"]) / "probe")})))
+    tokens_per_step = _tokens_per_step(probe)
+    step_seconds = measure_step_seconds(probe) if budget.kind == "time" else 0.0
+    return {"steps": steps_for(budget, tokens_per_step, step_seconds), "tokens_per_step": tokens_per_step,
+            "measured_step_s": step_seconds}
+
+
+def pretrain(base: dict[str, Any], objective: str, seed: int, budget: Budget, out: Path) -> dict[str, Any]:
+    """Train ``out/pretrain/<objective>-seed<seed>`` (reused when finished under the same budget, resumed
+    when interrupted); returns its summary plus the plan."""
+    run_dir = out / "pretrain" / f"{objective}-seed{seed}"
+    plan_file = run_dir / "plan.json"
+    if plan_file.is_file():
+        plan = json.loads(plan_file.read_text())
+        if (plan["budget"], plan["amount"]) == (budget.kind, budget.amount):
+            if (run_dir / "summary.json").is_file():
+                return {**json.loads((run_dir / "summary.json").read_text()), "plan": plan, "reused": True}
+            if (run_dir / "checkpoints" / "latest.json").is_file():
+                return {**train(resume=run_dir), "plan": plan, "reused": False}
+    raw = run_config(base, objective, seed, run_dir)
+    plan = {"budget": budget.kind, "amount": budget.amount, **plan_steps(raw, budget)}
+    train_section = raw.setdefault("train", {})
+    warmup = build_run_config(raw).train.warmup_steps
+    train_section.update(max_steps=plan["steps"], warmup_steps=min(warmup, max(1, plan["steps"] // 10)))
+    if budget.kind == "time":
+        train_section["max_time"] = budget.amount
+    run_dir.mkdir(parents=True, exist_ok=True)
+    plan_file.write_text(json.dumps(plan, indent=1))
+    summary = Trainer(build_run_config(raw)).fit()
+    return {**summary, "plan": plan, "reused": False}

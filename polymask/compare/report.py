@@ -1,0 +1,139 @@
+"""The ``polymask compare`` report: pretraining table and curves, benchmark tables with seed-noise
+marks, the rank and semantics analyses; Markdown plus the CSV/JSON behind it."""
+from __future__ import annotations
+
+import csv
+import json
+import math
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+from scipy import stats
+
+from polymask.bench import machine
+from polymask.compare.budget import Budget
+from polymask.tasks.metrics import METRICS
+
+NOISE_P = 0.05
+
+
+def _objective_scores(results: dict[str, Any], runs: list[dict[str, Any]]) -> dict[tuple[str, str], list[float]]:
+    """(objective, task) -> one test score per pretraining seed (mean over fine-tuning seeds), or the
+    fine-tuning seeds' scores when there is a single pretraining seed."""
+    objective_of = {f"{Path(r['run_dir']).name} ({r['objective']})": r["objective"] for r in runs}
+    per_run: dict[tuple[str, str, str], list[float]] = {}
+    for cell in results["cells"]:
+        objective = objective_of.get(cell["system"], cell["system"])
+        per_run.setdefault((objective, cell["task"], cell["system"]), []).append(cell["test"][cell["metric"]])
+    grouped: dict[tuple[str, str], list[list[float]]] = {}
+    for (objective, task, _), values in per_run.items():
+        grouped.setdefault((objective, task), []).append(values)
+    return {key: [float(np.mean(v)) for v in groups] if len(groups) > 1 else groups[0]
+            for key, groups in grouped.items()}
+
+
+def _verdict(values: list[float], baseline: list[float], higher_is_better: bool) -> tuple[str, float]:
+    """Better / worse than the baseline, or within seed noise (Welch's t-test, p >= 0.05)."""
+    if len(values) < 2 or len(baseline) < 2:
+        return "n/a (one seed)", float("nan")
+    p_value = float(stats.ttest_ind(values, baseline, equal_var=False).pvalue)
+    if math.isnan(p_value) or p_value >= NOISE_P:
+        return "within noise", p_value
+    better = np.mean(values) > np.mean(baseline) if higher_is_better else np.mean(values) < np.mean(baseline)
+    return ("better" if better else "worse"), p_value
+
+
+def benchmark_rows(benchmark: str, folder: Path, runs: list[dict[str, Any]], baseline: str) -> list[dict[str, Any]]:
+    results = json.loads((folder / "results.json").read_text())
+    scores = _objective_scores(results, runs)
+    metric_of = {cell["task"]: cell["metric"] for cell in results["cells"]}
+    rows = []
+    for (objective, task), values in scores.items():
+        higher = METRICS[metric_of[task]].higher_is_better
+        verdict, p_value = ("baseline", float("nan")) if objective == baseline else \
+            _verdict(values, scores.get((baseline, task), []), higher)
+        rows.append({"benchmark": benchmark, "task": task, "metric": metric_of[task], "objective": objective,
+                     "mean": float(np.mean(values)), "std": float(np.std(values)), "n": len(values),
+                     "vs_" + baseline: verdict, "p_value": p_value})
+    return rows
+
+
+def _plot_curves(runs: list[dict[str, Any]], path: Path) -> None:
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    figure, axis = plt.subplots(figsize=(6.5, 4))
+    for run in runs:
+        lines = [json.loads(line) for line in (Path(run["run_dir"]) / "metrics.jsonl").read_text().splitlines()]
+        points = [(line["step"], line["val_loss"]) for line in lines if "val_loss" in line]
+        if points:
+            axis.plot(*zip(*points), marker="o", markersize=3, label=Path(run["run_dir"]).name)
+    axis.set_xlabel("step")
+    axis.set_ylabel("validation loss (objective's own)")
+    axis.legend(fontsize=8)
+    figure.tight_layout()
+    figure.savefig(path, dpi=120)
+    plt.close(figure)
+
+
+def write_compare_report(out: Path, modality: str, budget: Budget, runs: list[dict[str, Any]],
+                         benchmarks: dict[str, Path], analyses: dict[str, Any], wall_time: float) -> Path:
+    objectives = list(dict.fromkeys(run["objective"] for run in runs))
+    baseline = "mlm" if "mlm" in objectives else objectives[0]
+    _plot_curves(runs, out / "loss_curves.png")
+    lines = [f"# polymask compare: {modality}, {', '.join(objectives)}", "",
+             f"- Budget: {budget.describe()} (matched in {budget.kind}).",
+             f"- Pretraining runs: {', '.join(Path(run['run_dir']).name for run in runs)}.",
+             f"- Machine: {machine()['device']}, {machine()['threads']} threads; total wall time {wall_time / 60:.1f} min.",
+             "", "## Pretraining", "",
+             "| run | objective | steps | real tokens | train time (s) | tokens/s | final val loss | val accuracy |",
+             "|---|---|---:|---:|---:|---:|---:|---:|"]
+    for run in runs:
+        lines.append(f"| {Path(run['run_dir']).name} | {run['objective']} | {run['steps']} | {run['tokens']:,} | "
+                     f"{run['train_time_s']} | {run['tokens_per_s']:,.0f} | {run['final_val_loss']:.4f} | "
+                     f"{run['final_val_accuracy']:.3f} |")
+    lines += ["", "Validation losses are each objective's own loss (MLM cross-entropy, MAE-LM's decoder "
+              "cross-entropy, ExLM's DAG loss per target) and are not comparable across objectives; the "
+              "benchmarks below are.", "", "![validation loss](loss_curves.png)", ""]
+    rows: list[dict[str, Any]] = []
+    for benchmark, folder in benchmarks.items():
+        table = benchmark_rows(benchmark, folder, runs, baseline)
+        rows += table
+        tasks = list(dict.fromkeys(r["task"] for r in table))
+        lines += [f"## {benchmark}", "", f"Test scores per objective: mean ± std over "
+                  f"{'pretraining' if len(runs) > len(objectives) else 'fine-tuning'} seeds; "
+                  f"vs {baseline}: Welch's t-test, 'within noise' when p >= {NOISE_P}. Full table with reference "
+                  f"rows: [{folder.name}/results.md]({folder.name}/results.md).", "",
+                  "| objective | " + " | ".join(f"{t.split('/')[-1]} ({next(r['metric'] for r in table if r['task'] == t)})"
+                                                for t in tasks) + " |",
+                  "|---|" + "---|" * len(tasks)]
+        for objective in dict.fromkeys(r["objective"] for r in table):
+            cells = []
+            for task in tasks:
+                row = next((r for r in table if r["objective"] == objective and r["task"] == task), None)
+                cells.append("–" if row is None else f"{row['mean']:.3f} ± {row['std']:.3f} ({row['vs_' + baseline]})")
+            lines.append(f"| {objective} | " + " | ".join(cells) + " |")
+        lines += ["", f"![{benchmark}]({folder.name}/results.png)", ""]
+    if "rank" in analyses:
+        lines += ["## Representation rank (MAE-LM paper, Figure 1)", "", (out / "rank" / "rank.md").read_text(),
+                  "![rank](rank/rank.png)", ""]
+    if "semantics" in analyses:
+        lines += ["## Semantic multimodality (ExLM paper)", "", "| checkpoint | mean entropy (nats) | top-1 | top-5 |",
+                  "|---|---:|---:|---:|"]
+        for result in analyses["semantics"]["results"]:
+            accuracy = result["top_k_accuracy"]
+            lines.append(f"| {result['label']} | {result['mean_entropy_nats']:.3f} | {accuracy['1']:.3f} | {accuracy['5']:.3f} |")
+        lines += ["", "![semantics](semantics/semantics.png)", ""]
+    (out / "report.md").write_text("\n".join(lines) + "\n")
+    (out / "compare.json").write_text(json.dumps({"modality": modality, "budget": vars(budget), "runs": runs,
+                                                  "benchmark_rows": rows, "wall_time_s": wall_time}, indent=1,
+                                                 default=str))
+    if rows:
+        with open(out / "summary.csv", "w", newline="") as handle:
+            writer = csv.DictWriter(handle, fieldnames=list(rows[0]))
+            writer.writeheader()
+            writer.writerows(rows)
+    return out / "report.md"

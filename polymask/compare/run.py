@@ -1,0 +1,92 @@
+"""The ``polymask compare`` pipeline: pretrain every objective under one budget, benchmark every
+checkpoint on the modality's benchmarks, run the rank and semantics analyses, write one report.
+Every piece is reused on a rerun (finished runs, benchmark cells, analysis outputs)."""
+from __future__ import annotations
+
+import json
+import time
+from pathlib import Path
+from typing import Any
+
+from polymask.compare.budget import Budget
+from polymask.compare.pretrain import pretrain
+from polymask.compare.report import write_compare_report
+from polymask.config import build_run_config
+from polymask.data.corpus import prepare_corpus
+from polymask.modalities import build_modality
+from polymask.tasks.benchmark import run_benchmark
+from polymask.tasks.finetune import FinetuneConfig
+from polymask.tasks.spec import load_task_spec, task_names
+from polymask.tasks.systems import checkpoint_system, reference_systems, untrained_system
+from polymask.training.checkpoint import load_checkpoint
+
+
+def benchmarks_for(modality: str) -> list[str]:
+    """Benchmarks whose built-in tasks take inputs of ``modality``."""
+    found = []
+    for key in task_names():
+        benchmark = key.split("/")[0]
+        if benchmark not in found and load_task_spec(key).modality == modality:
+            found.append(benchmark)
+    return found
+
+
+def export_heldout(run_dir: Path, out: Path) -> Path:
+    """The first run's validation split (records never trained on), decoded to one record per line."""
+    path = out / "heldout.txt"
+    if path.is_file():
+        return path
+    checkpoint = load_checkpoint(run_dir)
+    config = build_run_config(checkpoint.config)
+    modality = build_modality(config.modality)
+    data = config.data
+    corpus = prepare_corpus(modality, checkpoint.tokenizer, data.paths or modality.corpus_paths(), column=data.column,
+                            max_len=data.max_len, val_fraction=data.val_fraction, max_val_records=data.max_val_records,
+                            seed=config.train.seed, cache_dir=data.resolved_cache_dir(), strict=False)
+    lines = [modality.decode(checkpoint.tokenizer, corpus.valid[i].tolist()).replace("\n", " ")
+             for i in range(len(corpus.valid))]
+    path.write_text("".join(line + "\n" for line in lines if line.strip()))
+    return path
+
+
+def _analyses(run_dirs: list[Path], heldout: Path, out: Path) -> dict[str, Any]:
+    from polymask.analysis.rank import run_rank_analysis
+    from polymask.analysis.semantics import MASKED_PREDICTIONS, run_semantics
+
+    results: dict[str, Any] = {}
+    if not (out / "rank" / "rank.json").is_file():
+        run_rank_analysis(run_dirs, [heldout], out=out / "rank")
+    results["rank"] = json.loads((out / "rank" / "rank.json").read_text())
+    readable = [d for d in run_dirs if load_checkpoint(d).config["objective"]["name"] in MASKED_PREDICTIONS]
+    if readable and not (out / "semantics" / "semantics.json").is_file():
+        run_semantics(readable, [heldout], out / "semantics")
+    if readable:
+        results["semantics"] = json.loads((out / "semantics" / "semantics.json").read_text())
+    return results
+
+
+def run_compare(modality: str, objectives: list[str], budget: Budget, out: Path, base: dict[str, Any],
+                seeds: list[int], benchmark_seeds: int, tasks: list[str] | None, finetune: FinetuneConfig,
+                data_dir: Path | None = None) -> Path:
+    """Run everything; returns the path of ``report.md``."""
+    started = time.perf_counter()
+    out.mkdir(parents=True, exist_ok=True)
+    base = {**base, "modality": base.get("modality") or {"name": modality}}
+    runs = [pretrain(base, objective, seed, budget, out) for objective in objectives for seed in seeds]
+    run_dirs = [Path(run["run_dir"]) for run in runs]
+    benchmark_reports = {}
+    for benchmark in benchmarks_for(modality):
+        keys = [t for t in (tasks or []) if t.startswith(f"{benchmark}/")] if tasks else \
+            task_names(benchmark, default_only=True)
+        if not keys:
+            continue
+        systems = [checkpoint_system(path, finetune) for path in run_dirs]
+        systems += [untrained_system(run_dirs[0], finetune)] + reference_systems(benchmark, systems[0].modality)
+        report = run_benchmark(systems, keys, list(range(benchmark_seeds)), out / f"benchmark-{benchmark}",
+                               f"{benchmark} benchmark ({budget.describe()})", data_dir,
+                               {"fine-tuning": finetune.model_dump(), "pretraining budget": budget.describe()},
+                               progress=False)
+        benchmark_reports[benchmark] = report.parent
+    analyses = _analyses(run_dirs, export_heldout(run_dirs[0], out), out)
+    return write_compare_report(out, modality, budget, runs, benchmark_reports, analyses,
+                                time.perf_counter() - started)
