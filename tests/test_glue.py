@@ -1,6 +1,14 @@
-"""GLUE: every spec loads from real excerpts in the GLUE layout (quirks included), parquet and
-``datasets.Dataset`` tables, held-out validation, extra test sets, metrics, and a real fine-tune."""
+"""GLUE: specs, loading (GLUE layout quirks included), parquet and ``datasets.Dataset`` tables,
+held-out validation, extra test sets, metrics, and real fine-tunes.
+
+Committed real excerpts: WNLI (CC BY 4.0) and QNLI (CC BY-SA 4.0) only, the GLUE tasks whose
+licences allow it. The layout quirks of CoLA (no header), MRPC (UTF-8 BOM, leading quotes) and
+SST-2 (TeX quotes) are checked on small files written here in those layouts. Tests on the full
+GLUE files run when a GLUE folder is found ($POLYMASK_DATA_DIR/glue or the steering repo's
+shared/data/glue) and are skipped otherwise.
+"""
 import json
+import os
 from pathlib import Path
 
 import numpy as np
@@ -18,14 +26,23 @@ from polymask.tasks.spec import TaskSpec, load_task_spec, task_names
 from polymask.training.checkpoint import load_checkpoint
 
 EXCERPTS = Path(__file__).parent / "data" / "glue"
-# task -> (train rows in the excerpt, dev rows); the excerpts are the first lines of the GLUE files
-PRESENT = {"cola": (300, 100), "sst2": (4000, 872), "mrpc": (120, 60), "stsb": (100, 60), "rte": (100, 50),
-           "wnli": (100, 40)}
+CANDIDATES = [Path(os.environ.get("POLYMASK_DATA_DIR", "/nonexistent")) / "glue",
+              Path(__file__).resolve().parents[2] / "shared" / "data" / "glue"]
+GLUE = next((path for path in CANDIDATES if (path / "SST-2" / "train.tsv").is_file()), None)
+needs_glue = pytest.mark.skipif(GLUE is None, reason="the full GLUE files are not available here")
 
 
 @pytest.fixture(scope="module")
 def text():
     return MODALITIES.get("text")()
+
+
+def write_layout(folder: Path, name: str, train: str, dev: str) -> Path:
+    """Files in a GLUE task's layout (format fixtures; the sentences are written for these tests)."""
+    (folder / name).mkdir(parents=True, exist_ok=True)
+    (folder / name / "train.tsv").write_bytes(train.encode())
+    (folder / name / "dev.tsv").write_bytes(dev.encode())
+    return folder
 
 
 def test_specs_cover_glue():
@@ -34,42 +51,47 @@ def test_specs_cover_glue():
     assert load_task_spec("glue/mnli").extra_test_files == {"mismatched": "MNLI/dev_mismatched.tsv"}
 
 
-@pytest.mark.parametrize("name", sorted(PRESENT))
-def test_each_present_task_loads_every_row_with_a_held_out_validation_split(text, name):
-    task = load_task(load_task_spec(f"glue/{name}"), text, EXCERPTS)
-    train_rows, dev_rows = PRESENT[name]
+def test_wnli_loads_every_row_with_a_fixed_held_out_validation_split(text):
+    task = load_task(load_task_spec("glue/wnli"), text, EXCERPTS)
     assert not task.skipped
-    assert len(task.train) + len(task.valid) == train_rows and len(task.test) == dev_rows
-    assert len(task.valid) == round(0.1 * train_rows)
+    assert len(task.train) + len(task.valid) == 100 and len(task.test) == 40 and len(task.valid) == 10
     assert "10% of train held out" in task.protocol
-    again = load_task(load_task_spec(f"glue/{name}"), text, EXCERPTS)
-    assert again.valid.inputs == task.valid.inputs  # the same fixed-seed hold-out every time
-    assert len(task.train.inputs[0]) == len(task.spec.input_columns)
+    again = load_task(load_task_spec("glue/wnli"), text, EXCERPTS)
+    assert again.valid.inputs == task.valid.inputs
+    assert len(task.train.inputs[0]) == 2
 
 
-def test_cola_has_no_header_row(text):
-    task = load_task(load_task_spec("glue/cola"), text, EXCERPTS)
-    first = (EXCERPTS / "CoLA" / "dev.tsv").read_text().splitlines()[0].split("\t")
-    assert task.test.inputs[0] == (first[3],) and task.test.labels[0, 0] == float(first[1])
+def test_cola_layout_has_no_header_row(text, tmp_path):
+    rows = "gj04\t1\t\tThe cat sat on the mat.\ngj04\t0\t*\tCat the mat on sat.\n"
+    folder = write_layout(tmp_path, "CoLA", rows * 5, rows)
+    task = load_task(load_task_spec("glue/cola"), text, folder)
+    assert task.test.inputs == [("The cat sat on the mat.",), ("Cat the mat on sat.",)]
+    assert task.test.labels[:, 0].tolist() == [1.0, 0.0]
 
 
-def test_mrpc_bom_header_and_quotes_are_read_verbatim(text):
-    assert (EXCERPTS / "MRPC" / "dev.tsv").read_bytes().startswith(b"\xef\xbb\xbfQuality")
-    task = load_task(load_task_spec("glue/mrpc"), text, EXCERPTS)
-    assert task.test.inputs[0][1].startswith('" The foodservice pie business does not fit')
-    pairs = [inputs for inputs in task.train.inputs + task.valid.inputs if inputs[1].startswith('" This is an extremely')]
-    assert len(pairs) == 1  # the pair a quote-aware reader loses (2750203/2750153)
+def test_mrpc_layout_bom_header_and_leading_quotes_are_read_verbatim(text, tmp_path):
+    header = "\ufeffQuality\t#1 ID\t#2 ID\t#1 String\t#2 String\n"
+    rows = '1\t1\t2\tIt rained all day.\t" It rained from dawn to dusk.\n0\t3\t4\tShe left early.\tHe stayed late.\n'
+    folder = write_layout(tmp_path, "MRPC", header + rows * 5, header + rows)
+    task = load_task(load_task_spec("glue/mrpc"), text, folder)
+    assert task.test.inputs[0] == ("It rained all day.", '" It rained from dawn to dusk.')
 
 
-def test_sst2_quotes_are_plain_text(text):
-    task = load_task(load_task_spec("glue/sst2"), text, EXCERPTS)
-    assert any("`` crossroads ''" in inputs[0] for inputs in task.test.inputs)
+def test_sst2_layout_quotes_are_plain_text(text, tmp_path):
+    rows = "sentence\tlabel\na `` great '' film \t1\nit 's \" dull \t0\n"
+    folder = write_layout(tmp_path, "SST-2", rows + rows.split("\n", 1)[1] * 4, rows)
+    task = load_task(load_task_spec("glue/sst2"), text, folder)
+    assert task.test.inputs == [("a `` great '' film",), ('it \'s " dull',)]
 
 
-def test_string_labels_map_to_label_values(text):
-    task = load_task(load_task_spec("glue/rte"), text, EXCERPTS)
-    raw = [line.split("\t")[3] for line in (EXCERPTS / "RTE" / "dev.tsv").read_text().splitlines()[1:]]
-    assert task.test.labels[:, 0].tolist() == [float(label == "entailment") for label in raw]
+def test_string_labels_map_to_label_values(text, tmp_path):
+    header = "index\tsentence1\tsentence2\tlabel\n"
+    rows = "0\tA dog barks.\tAn animal makes a sound.\tentailment\n1\tA dog barks.\tA cat sleeps.\tnot_entailment\n"
+    folder = write_layout(tmp_path, "RTE", header + rows * 5, header + rows)
+    task = load_task(load_task_spec("glue/rte"), text, folder)
+    assert task.test.labels[:, 0].tolist() == [1.0, 0.0]
+    (folder / "RTE" / "dev.tsv").write_text(header + "0\tA.\tB.\tmaybe\n")
+    assert "is not one of" in load_task(load_task_spec("glue/rte"), text, folder).skipped[0]["reason"]
 
 
 def test_a_task_without_its_files_is_reported_missing(text):
@@ -82,10 +104,10 @@ def test_parquet_and_datasets_tables_load_like_the_tsv(text, tmp_path):
     import pyarrow as pa
     import pyarrow.parquet as pq
 
-    spec = load_task_spec("glue/stsb")
+    spec = load_task_spec("glue/wnli")
     tsv = load_task(spec, text, EXCERPTS)
-    rows = [line.split("\t") for line in (EXCERPTS / "STS-B" / "train.tsv").read_text().splitlines()[1:]]
-    columns = {"sentence1": [r[7] for r in rows], "sentence2": [r[8] for r in rows], "score": [float(r[9]) for r in rows]}
+    rows = [line.split("\t") for line in (EXCERPTS / "WNLI" / "train.tsv").read_text().splitlines()[1:]]
+    columns = {"sentence1": [r[1] for r in rows], "sentence2": [r[2] for r in rows], "label": [int(r[3]) for r in rows]}
     pq.write_table(pa.table(columns), tmp_path / "train.parquet")
     from_parquet = load_task(spec, text, EXCERPTS, tables={"train": tmp_path / "train.parquet"})
     from_dataset = load_task(spec, text, EXCERPTS, tables={"train": datasets.Dataset.from_dict(columns)})
@@ -94,9 +116,9 @@ def test_parquet_and_datasets_tables_load_like_the_tsv(text, tmp_path):
     assert "train: datasets.Dataset" in from_dataset.files
 
 
-def test_extra_test_sets_are_scored_at_the_best_epoch(text, tiny_text_checkpoint, tmp_path):
-    raw = load_task_spec("glue/rte").model_dump()
-    spec = TaskSpec.model_validate({**raw, "extra_test_files": {"again": "RTE/dev.tsv"}})
+def test_extra_test_sets_are_scored_at_the_best_epoch(text, tiny_text_checkpoint):
+    raw = load_task_spec("glue/wnli").model_dump()
+    spec = TaskSpec.model_validate({**raw, "extra_test_files": {"again": "WNLI/dev.tsv"}})
     task = load_task(spec, text, EXCERPTS)
     checkpoint = load_checkpoint(tiny_text_checkpoint)
     result = finetune(task, checkpoint.build_encoder(), checkpoint.tokenizer, text,
@@ -120,39 +142,47 @@ def test_glue_metrics_against_scikit_learn_and_scipy():
     assert np.isclose(values["spearman"], stats.spearmanr(similarity[:, 0], guess[:, 0])[0])
 
 
+def test_benchmark_cli_reports_dev_scores_and_missing_tasks(tiny_text_checkpoint, tmp_path):
+    out = tmp_path / "glue"
+    assert main(["benchmark", "glue", "--checkpoint", str(tiny_text_checkpoint), "--tasks", "wnli", "qnli",
+                 "--seeds", "1", "--epochs", "1", "--no-references", "--data-dir", str(EXCERPTS),
+                 "--out", str(out), "--quiet"]) == 0
+    markdown = (out / "results.md").read_text()
+    assert "GLUE dev set (GLUE test labels are hidden)" in markdown
+    assert "glue/qnli: task file 'QNLI/train.tsv' not found" in markdown
+    report = json.loads((out / "results.json").read_text())
+    assert [row["task"] for row in report["rows"]] == ["glue/wnli"]
+
+
+def test_majority_class_reference_scores_what_a_constant_scores(text, tmp_path):
+    from polymask.tasks.glue import majority_class
+
+    wnli = load_task(load_task_spec("glue/wnli"), text, EXCERPTS)
+    train_majority = float(wnli.train.labels.mean() >= 0.5)
+    share = float((wnli.test.labels[:, 0] == train_majority).mean())  # WNLI's dev is adversarial to train
+    assert majority_class(wnli, 0)["test"]["accuracy"] == pytest.approx(share)
+    rows = "gj04\t1\t\tThe cat sat.\ngj04\t0\t*\tSat cat the.\ngj04\t1\t\tA dog ran.\n"
+    cola = load_task(load_task_spec("glue/cola"), text, write_layout(tmp_path, "CoLA", rows * 4, rows))
+    assert majority_class(cola, 0)["test"]["mcc"] == 0.0
+
+
+@needs_glue
+@pytest.mark.parametrize("name, folder", [("cola", "CoLA"), ("sst2", "SST-2"), ("mrpc", "MRPC"), ("stsb", "STS-B"),
+                                          ("rte", "RTE"), ("wnli", "WNLI")])
+def test_every_full_glue_task_loads_without_skipping_a_row(text, name, folder):
+    task = load_task(load_task_spec(f"glue/{name}"), text, GLUE)
+    lines = (GLUE / folder / "dev.tsv").read_text(encoding="utf-8-sig").splitlines()
+    header_lines = 0 if name == "cola" else 1
+    assert not task.skipped and len(task.test) == len(lines) - header_lines
+
+
+@needs_glue
 def test_sst2_fine_tune_beats_the_majority_class(text, tiny_text_checkpoint):
-    task = load_task(load_task_spec("glue/sst2"), text, EXCERPTS)
+    task = load_task(load_task_spec("glue/sst2"), text, GLUE)
     checkpoint = load_checkpoint(tiny_text_checkpoint)
     result = finetune(task, checkpoint.build_encoder(), checkpoint.tokenizer, text,
                       FinetuneConfig(epochs=3, lr=2e-3, max_train_examples=2000, max_valid_examples=200,
                                      precision="fp32"), seed=0)
     majority = max(task.test.labels.mean(), 1 - task.test.labels.mean())  # 444 of the 872 dev sentences
-    assert result["n_train"] == 2000 and result["n_valid"] == 200 and result["n_test"] == 872
+    assert result["n_train"] == 2000 and result["n_test"] == 872
     assert result["test"]["accuracy"] > majority + 0.07, result
-
-
-def test_benchmark_cli_reports_dev_scores_further_metrics_and_missing_tasks(tiny_text_checkpoint, tmp_path):
-    out = tmp_path / "glue"
-    assert main(["benchmark", "glue", "--checkpoint", str(tiny_text_checkpoint), "--tasks", "mrpc", "qnli",
-                 "--seeds", "1", "--epochs", "1", "--no-references", "--data-dir", str(EXCERPTS),
-                 "--out", str(out), "--quiet"]) == 0
-    markdown = (out / "results.md").read_text()
-    assert "GLUE dev set (GLUE test labels are hidden)" in markdown
-    assert "| glue/mrpc | accuracy |" in markdown  # MRPC's F1 heads the table, its accuracy follows
-    assert "glue/qnli: task file 'QNLI/train.tsv' not found" in markdown
-    report = json.loads((out / "results.json").read_text())
-    assert [row["task"] for row in report["rows"]] == ["glue/mrpc"]
-    assert set(report["rows"][0]) >= {"f1_mean", "accuracy_mean"}
-
-
-def test_majority_class_reference_scores_what_a_constant_scores(text):
-    from polymask.tasks.glue import majority_class
-
-    sst2 = load_task(load_task_spec("glue/sst2"), text, EXCERPTS)
-    share = max(sst2.test.labels.mean(), 1 - sst2.test.labels.mean())
-    assert majority_class(sst2, 0)["test"]["accuracy"] == pytest.approx(share)
-    assert majority_class(load_task(load_task_spec("glue/cola"), text, EXCERPTS), 0)["test"]["mcc"] == 0.0
-    mrpc = load_task(load_task_spec("glue/mrpc"), text, EXCERPTS)
-    positive = mrpc.test.labels.mean()  # the majority of MRPC's pairs are paraphrases
-    assert majority_class(mrpc, 0)["test"]["f1"] == pytest.approx(2 * positive / (1 + positive))
-    assert np.isnan(majority_class(load_task(load_task_spec("glue/stsb"), text, EXCERPTS), 0)["test"]["pearson"])
