@@ -74,6 +74,8 @@ def _label(value: str, spec: TaskSpec) -> float:
     if value == "":
         return float("nan")
     if spec.label_values is not None:
+        if value not in spec.label_values and spec.other_label is not None:
+            value = spec.other_label
         if value not in spec.label_values:
             raise InvalidRecord(f"label {value!r} is not one of {spec.label_values}")
         return float(spec.label_values.index(value))

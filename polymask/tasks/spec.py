@@ -43,7 +43,10 @@ class TaskSpec(StrictModel):
     label_columns: list[str] | Literal["rest"] = Field(
         description="label columns; 'rest' = every column that is not an input or ignored column")
     ignore_columns: list[str] = Field(default_factory=list, description="columns that are neither input nor label")
-    label_values: list[str] | None = Field(None, description="class names in index order (multiclass with string labels)")
+    label_values: list[str] | None = Field(
+        None, description="class names in index order, for string labels (binary: [negative, positive])")
+    other_label: str | None = Field(
+        None, description="class (one of label_values) given to every label not listed there: rare classes merged")
     metric: str = Field(description="headline metric (see polymask.tasks.metrics.METRICS)")
     extra_metrics: list[str] = Field(default_factory=list, description="further metrics reported")
     split: SplitSpec
@@ -61,6 +64,8 @@ class TaskSpec(StrictModel):
             raise ValueError("a predefined split needs files for train and test (valid optional)")
         if self.split.method != "predefined" and set(self.files) != {"all"}:
             raise ValueError(f"split '{self.split.method}' needs exactly one file, given as files: {{all: FILE}}")
+        if self.other_label is not None and self.other_label not in (self.label_values or []):
+            raise ValueError(f"other_label '{self.other_label}' must be one of label_values")
         return self
 
 
