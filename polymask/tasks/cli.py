@@ -10,7 +10,7 @@ from polymask.errors import ConfigError
 from polymask.tasks.finetune import FinetuneConfig
 
 #: Modules that register a benchmark's reference baselines, imported on demand.
-REFERENCE_MODULES = {"moleculenet": "polymask.tasks.moleculenet"}
+REFERENCE_MODULES = {"moleculenet": "polymask.tasks.moleculenet", "dna": "polymask.tasks.dna"}
 
 
 def add_finetune_options(parser: argparse.ArgumentParser) -> None:

@@ -10,8 +10,7 @@ from rdkit.Chem import rdFingerprintGenerator
 from sklearn.ensemble import RandomForestClassifier, RandomForestRegressor
 
 from polymask.tasks.data import TaskData, TaskSplit
-from polymask.tasks.metrics import score
-from polymask.tasks.systems import REFERENCES, Reference
+from polymask.tasks.systems import REFERENCES, Reference, reference_cell
 
 N_TREES = 500
 
@@ -51,15 +50,7 @@ def ecfp_random_forest(task: TaskData, seed: int) -> dict[str, Any]:
     started = time.perf_counter()
     features = {"train": ecfp(task.train), "valid": ecfp(task.valid), "test": ecfp(task.test)}
     predictions = _fit_predict(task, seed, features)
-    names = [task.spec.metric, *task.spec.extra_metrics]
-    return {
-        "task": task.spec.key, "seed": seed, "metric": task.spec.metric,
-        "valid": score(names, task.valid.labels, predictions["valid"]),
-        "test": score(names, task.test.labels, predictions["test"]),
-        "n_train": len(task.train), "n_valid": len(task.valid), "n_test": len(task.test), "truncated": 0,
-        "skipped": len(task.skipped), "duplicates_removed": task.duplicates_removed, "split": task.spec.split.method,
-        "time_s": round(time.perf_counter() - started, 2),
-    }
+    return reference_cell(task, seed, predictions["valid"], predictions["test"], started)
 
 
 REFERENCES.register("moleculenet")([Reference(f"ECFP4 + random forest ({N_TREES} trees)", ecfp_random_forest)])

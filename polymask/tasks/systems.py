@@ -6,10 +6,12 @@ logistic regression for DNA, ...) register in ``REFERENCES`` under their benchma
 """
 from __future__ import annotations
 
+import time
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Callable
 
+import numpy as np
 import torch
 
 from polymask.config import build_run_config
@@ -19,6 +21,7 @@ from polymask.modalities.base import Modality
 from polymask.registry import Registry
 from polymask.tasks.data import TaskData
 from polymask.tasks.finetune import FinetuneConfig, finetune
+from polymask.tasks.metrics import score
 from polymask.training.checkpoint import LoadedCheckpoint, load_checkpoint
 
 RunCell = Callable[[TaskData, int], dict[str, Any]]
@@ -43,6 +46,18 @@ class Reference:
 
 
 REFERENCES: Registry[list[Reference]] = Registry("benchmark references")
+
+
+def reference_cell(task: TaskData, seed: int, valid: np.ndarray, test: np.ndarray, started: float) -> dict[str, Any]:
+    """A reference's result dict (as ``finetune`` returns) from its validation and test predictions."""
+    names = [task.spec.metric, *task.spec.extra_metrics]
+    return {
+        "task": task.spec.key, "seed": seed, "metric": task.spec.metric,
+        "valid": score(names, task.valid.labels, valid), "test": score(names, task.test.labels, test),
+        "n_train": len(task.train), "n_valid": len(task.valid), "n_test": len(task.test), "truncated": 0,
+        "skipped": len(task.skipped), "duplicates_removed": task.duplicates_removed, "split": task.spec.split.method,
+        "time_s": round(time.perf_counter() - started, 2),
+    }
 
 
 def _finetuned(encoder_factory: Callable[[int], Encoder], checkpoint: LoadedCheckpoint, modality: Modality,
