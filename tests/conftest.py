@@ -35,3 +35,12 @@ def tiny_config(modality: str, out: Path, **train: Any) -> dict[str, Any]:
 @pytest.fixture
 def make_config():
     return tiny_config
+
+
+@pytest.fixture(scope="module")
+def one_torch_thread():
+    """One torch thread for a module of tiny models: on a busy shared CPU a second thread mostly waits."""
+    threads = torch.get_num_threads()
+    torch.set_num_threads(1)
+    yield
+    torch.set_num_threads(threads)

@@ -4,7 +4,6 @@ import json
 
 import numpy as np
 import pytest
-import torch
 
 from polymask.cli import main
 from polymask.modalities.dna import Dna
@@ -17,15 +16,7 @@ from polymask.training.trainer import train
 from tests.conftest import tiny_config  # imported here, not in a fixture: importing it sets torch's threads
 
 KMER_REFERENCE = "k-mer profiles (k=1-6) + logistic regression"
-
-
-@pytest.fixture(scope="module", autouse=True)
-def one_thread():
-    """Tiny models gain nothing from threads; on a shared machine a second one only adds waiting."""
-    threads = torch.get_num_threads()
-    torch.set_num_threads(1)
-    yield
-    torch.set_num_threads(threads)
+pytestmark = pytest.mark.usefixtures("one_torch_thread")
 
 
 @pytest.fixture(scope="module")

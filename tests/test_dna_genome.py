@@ -4,7 +4,6 @@ import gzip
 from pathlib import Path
 
 import pytest
-import torch
 
 from polymask.config import build_run_config, load_yaml, merge
 from polymask.data.corpus import prepare_corpus
@@ -13,15 +12,7 @@ from polymask.training.trainer import train
 
 LAMBDA = Path(__file__).parent / "data" / "lambda_phage.fa.gz"
 RECIPE = "dna-genome-mlm-small"
-
-
-@pytest.fixture(scope="module", autouse=True)
-def one_thread():
-    """Tiny models gain nothing from threads; on a shared machine a second one only adds waiting."""
-    threads = torch.get_num_threads()
-    torch.set_num_threads(1)
-    yield
-    torch.set_num_threads(threads)
+pytestmark = pytest.mark.usefixtures("one_torch_thread")
 
 
 @pytest.fixture(scope="module")
