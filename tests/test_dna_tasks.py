@@ -17,7 +17,7 @@ import pytest
 
 from polymask.modalities.dna import Dna
 from polymask.resources import builtin_dir
-from polymask.tasks.data import TaskData, load_task
+from polymask.tasks.data import TaskData, load_task, with_train_cap
 from polymask.tasks.spec import load_task_spec, task_names
 
 SHARED_DATA = Path(os.environ.get("POLYMASK_DATA_DIR", "/work/shared/data"))
@@ -137,3 +137,11 @@ def test_16s_keeps_the_phyla_with_100_sequences_or_more_and_merges_the_rest():
     counts = np.bincount(labels, minlength=len(spec.label_values))
     expected = [phyla[name] for name in spec.label_values[:-1]] + [sum(phyla.values()) - sum(phyla[n] for n in large)]
     assert counts.tolist() == expected and expected[-1] == 308
+
+
+def test_train_cap_is_a_fixed_random_subset_per_seed():
+    task = committed_task("dna/ecoli_promoters")
+    first, again, other = (with_train_cap(task, 40, seed) for seed in (0, 0, 1))
+    assert len(first.train) == 40 and first.train.inputs == again.train.inputs != other.train.inputs
+    assert set(first.train.inputs) <= set(task.train.inputs) and first.test is task.test
+    assert with_train_cap(task, 100, 0) is task and with_train_cap(task, None, 0) is task

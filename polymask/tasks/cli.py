@@ -87,7 +87,7 @@ def cmd_benchmark(args: argparse.Namespace) -> int:
     systems = [checkpoint_system(path, config) for path in args.checkpoint]
     if not args.no_references:
         systems.append(untrained_system(args.checkpoint[0], config))
-        systems += reference_systems(args.benchmark, systems[0].modality)
+        systems += reference_systems(args.benchmark, systems[0].modality, config.max_train_examples)
     out = args.out or Path("runs") / f"benchmark-{args.benchmark}"
     report = run_benchmark(systems, tasks, list(range(args.seeds)), out, f"{args.benchmark} benchmark",
                            args.data_dir, _settings(config, args), not args.quiet)

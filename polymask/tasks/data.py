@@ -6,6 +6,7 @@ and reason; the counts travel into every result table.
 from __future__ import annotations
 
 import csv
+import dataclasses
 import os
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -136,6 +137,14 @@ def deduplicate(split: TaskSplit) -> tuple[TaskSplit, int]:
 
 def _subset(split: TaskSplit, indices: np.ndarray) -> TaskSplit:
     return TaskSplit([split.inputs[i] for i in indices], split.labels[indices])
+
+
+def with_train_cap(task: TaskData, cap: int | None, seed: int) -> TaskData:
+    """``task`` with at most ``cap`` training examples: a random subset fixed by ``seed``."""
+    if not cap or len(task.train) <= cap:
+        return task
+    keep = np.sort(np.random.default_rng(seed).choice(len(task.train), cap, replace=False))
+    return dataclasses.replace(task, train=_subset(task.train, keep))
 
 
 def load_task(spec: TaskSpec, modality: Modality, data_dir: Path | None = None) -> TaskData:

@@ -20,7 +20,7 @@ from polymask.data.batching import BatchSampler, collate
 from polymask.model.encoder import Encoder
 from polymask.modalities.base import Modality
 from polymask.schema import StrictModel
-from polymask.tasks.data import TaskData, TaskSplit
+from polymask.tasks.data import TaskData, TaskSplit, with_train_cap
 from polymask.tasks.heads import TASK_HEADS, SequencePredictor, TaskHead
 from polymask.tasks.metrics import better, score
 from polymask.tokenization import SpecialIds
@@ -94,10 +94,8 @@ def finetune(task: TaskData, encoder: Encoder, tokenizer: Tokenizer, modality: M
     spec = task.spec
     metric_names = [spec.metric, *spec.extra_metrics]
     pad = SpecialIds.of(tokenizer).pad
+    task = with_train_cap(task, config.max_train_examples, seed)
     train, valid, test = (encode_split(s, modality, tokenizer, config.max_len) for s in (task.train, task.valid, task.test))
-    if config.max_train_examples and len(train.sequences) > config.max_train_examples:
-        keep = np.sort(np.random.default_rng(seed).choice(len(train.sequences), config.max_train_examples, replace=False))
-        train = EncodedSplit([train.sequences[i] for i in keep], train.labels[keep], train.truncated)
     head = TASK_HEADS[spec.kind](train.labels)
     model = SequencePredictor(encoder, task.n_outputs, config.pooling, config.dropout).to(device)
     if config.freeze_encoder:

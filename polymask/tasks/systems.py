@@ -19,7 +19,7 @@ from polymask.model.encoder import Encoder
 from polymask.modalities import build_modality
 from polymask.modalities.base import Modality
 from polymask.registry import Registry
-from polymask.tasks.data import TaskData
+from polymask.tasks.data import TaskData, with_train_cap
 from polymask.tasks.finetune import FinetuneConfig, finetune
 from polymask.tasks.metrics import score
 from polymask.training.checkpoint import LoadedCheckpoint, load_checkpoint
@@ -92,8 +92,13 @@ def untrained_system(path: Path, config: FinetuneConfig) -> System:
                   modality, _finetuned(fresh_encoder, checkpoint, modality, config))
 
 
-def reference_systems(benchmark: str, modality: Modality) -> list[System]:
-    """The registered reference baselines of a benchmark (none if it registers none)."""
+def _capped(run: RunCell, max_train_examples: int | None) -> RunCell:
+    return lambda task, seed: run(with_train_cap(task, max_train_examples, seed), seed)
+
+
+def reference_systems(benchmark: str, modality: Modality, max_train_examples: int | None = None) -> list[System]:
+    """The registered reference baselines of a benchmark (none if it registers none), trained on the same
+    capped training subset as the fine-tuned rows."""
     if benchmark not in REFERENCES:
         return []
-    return [System(ref.name, ref.name, modality, ref.run) for ref in REFERENCES.get(benchmark)]
+    return [System(ref.name, ref.name, modality, _capped(ref.run, max_train_examples)) for ref in REFERENCES.get(benchmark)]
