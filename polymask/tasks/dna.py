@@ -2,8 +2,8 @@
 
 Each sequence becomes, for every k, the frequencies of its overlapping k-mers of A/C/G/T (k-mers
 that contain an N are skipped). The features are scaled on the training split and the L2 strength
-is chosen on the validation split's headline metric. The fit is deterministic, so every seed gives
-the same result.
+is chosen on the validation split's headline metric. The fit is deterministic: seeds differ only
+through the training subset that a cap on training examples draws.
 """
 from __future__ import annotations
 
