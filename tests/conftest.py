@@ -45,3 +45,12 @@ def tiny_text_checkpoint(tmp_path_factory: pytest.TempPathFactory) -> Path:
     run = tmp_path_factory.mktemp("pretrained") / "tiny-text"
     train(tiny_config("text", run, max_steps=30))
     return run
+
+
+@pytest.fixture(scope="module")
+def one_torch_thread():
+    """One torch thread for a module of tiny models: on a busy shared CPU a second thread mostly waits."""
+    threads = torch.get_num_threads()
+    torch.set_num_threads(1)
+    yield
+    torch.set_num_threads(threads)

@@ -5,7 +5,7 @@ import pytest
 from polymask.errors import ConfigError, DataError
 from polymask.modalities import MODALITIES
 from polymask.tasks.data import deduplicate, load_task, TaskSplit
-from polymask.tasks.spec import load_task_spec, task_names
+from polymask.tasks.spec import TaskSpec, load_task_spec, task_names
 from polymask.tasks.splits import SPLITTERS, bemis_murcko_scaffold
 
 
@@ -79,3 +79,16 @@ def test_missing_task_file_names_the_places_searched(smiles, tmp_path):
     spec = load_task_spec("moleculenet/hiv")
     with pytest.raises(DataError, match=r"task file 'HIV.csv' not found; looked in .*--data-dir"):
         load_task(spec, smiles, data_dir=tmp_path)
+
+
+def test_other_label_merges_unlisted_string_classes(tmp_path):
+    (tmp_path / "kinds.csv").write_text("smiles,kind\nCCO,alcohol\nCCN,amine\nCC=O,aldehyde\nCCS,thiol\n")
+    raw = {"name": "kinds", "benchmark": "toy", "modality": "smiles", "kind": "multiclass", "files": {"all": "kinds.csv"},
+           "input_columns": ["smiles"], "label_columns": ["kind"], "label_values": ["alcohol", "amine", "other"],
+           "other_label": "other", "metric": "accuracy", "split": {"method": "random", "fractions": [0.5, 0.25, 0.25]}}
+    task = load_task(TaskSpec.model_validate(raw), MODALITIES.get("smiles")(), data_dir=tmp_path)
+    merged = dict(zip((s[0] for p in (task.train, task.valid, task.test) for s in p.inputs),
+                      np.concatenate([p.labels[:, 0] for p in (task.train, task.valid, task.test)])))
+    assert merged == {"CCO": 0.0, "CCN": 1.0, "CC=O": 2.0, "CCS": 2.0} and task.n_outputs == 3
+    with pytest.raises(ValueError, match="other_label 'rest' must be one of label_values"):
+        TaskSpec.model_validate({**raw, "other_label": "rest"})

@@ -81,7 +81,8 @@ def run_compare(modality: str, objectives: list[str], budget: Budget, out: Path,
         if not keys:
             continue
         systems = [checkpoint_system(path, finetune) for path in run_dirs]
-        systems += [untrained_system(run_dirs[0], finetune)] + reference_systems(benchmark, systems[0].modality)
+        systems += [untrained_system(run_dirs[0], finetune)] + reference_systems(benchmark, systems[0].modality,
+                                                                                   finetune.max_train_examples)
         report = run_benchmark(systems, keys, list(range(benchmark_seeds)), out / f"benchmark-{benchmark}",
                                f"{benchmark} benchmark ({budget.describe()})", data_dir,
                                {"fine-tuning": finetune.model_dump(), "pretraining budget": budget.describe()},

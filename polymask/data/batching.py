@@ -73,7 +73,7 @@ class BatchSampler:
         size = self.batch_size
         if self.mode != "bucket":
             return [order[i:i + size] for i in range(0, count, size)]
-        pool_size = size * self.pool if self.shuffle else count
+        pool_size = size * self.pool if self.shuffle else max(count, 1)  # an empty split has no batches
         batches = []
         for start in range(0, count, pool_size):
             chunk = order[start:start + pool_size]

@@ -3,6 +3,7 @@ from __future__ import annotations
 
 import itertools
 import random
+import re
 from typing import Iterable
 
 from pydantic import Field
@@ -17,6 +18,7 @@ BASES = "ACGT"
 #: IUPAC nucleotide codes other than A/C/G/T; each becomes N (U becomes T).
 AMBIGUITY_CODES = "RYSWKMBDHVN"
 COMPLEMENT = str.maketrans("ACGTN", "TGCAN")
+NOT_IUPAC = re.compile(f"[^{BASES}{AMBIGUITY_CODES}]")
 
 
 class DnaConfig(ModalityConfig):
@@ -42,9 +44,9 @@ class Dna(Modality):
         sequence = "".join(text.split()).upper().replace("U", "T")
         if not sequence:
             raise InvalidRecord("empty sequence")
-        for position, char in enumerate(sequence):
-            if char not in BASES and char not in AMBIGUITY_CODES:
-                raise InvalidRecord(f"character {char!r} at position {position} is not an IUPAC nucleotide code")
+        invalid = NOT_IUPAC.search(sequence)
+        if invalid:
+            raise InvalidRecord(f"character {invalid.group()!r} at position {invalid.start()} is not an IUPAC nucleotide code")
         sequence = sequence.translate(str.maketrans(AMBIGUITY_CODES, "N" * len(AMBIGUITY_CODES)))
         if self.config.overlapping and len(sequence) < self.config.k:
             raise InvalidRecord(f"sequence of {len(sequence)} bases is shorter than k={self.config.k}")

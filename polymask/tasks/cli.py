@@ -2,15 +2,11 @@
 from __future__ import annotations
 
 import argparse
-import importlib
 from pathlib import Path
 from typing import Any
 
 from polymask.errors import ConfigError
 from polymask.tasks.finetune import FinetuneConfig
-
-#: Modules that register a benchmark's reference baselines, imported on demand.
-REFERENCE_MODULES = {"moleculenet": "polymask.tasks.moleculenet", "glue": "polymask.tasks.glue"}
 
 
 def add_finetune_options(parser: argparse.ArgumentParser) -> None:
@@ -79,8 +75,6 @@ def cmd_benchmark(args: argparse.Namespace) -> int:
     from polymask.tasks.spec import task_names
     from polymask.tasks.systems import checkpoint_system, reference_systems, untrained_system
 
-    if args.benchmark in REFERENCE_MODULES:
-        importlib.import_module(REFERENCE_MODULES[args.benchmark])
     available = task_names(args.benchmark)
     if not available:
         raise ConfigError(f"unknown benchmark '{args.benchmark}'")
@@ -95,7 +89,7 @@ def cmd_benchmark(args: argparse.Namespace) -> int:
     systems = [checkpoint_system(path, config) for path in args.checkpoint]
     if not args.no_references:
         systems.append(untrained_system(args.checkpoint[0], config))
-        systems += reference_systems(args.benchmark, systems[0].modality)
+        systems += reference_systems(args.benchmark, systems[0].modality, config.max_train_examples)
     out = args.out or Path("runs") / f"benchmark-{args.benchmark}"
     report = run_benchmark(systems, tasks, list(range(args.seeds)), out, f"{args.benchmark} benchmark",
                            args.data_dir, _settings(config, args), not args.quiet)

@@ -7,6 +7,7 @@ base) are skipped and reported with file, line and reason; the counts travel int
 from __future__ import annotations
 
 import csv
+import dataclasses
 import os
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -84,6 +85,8 @@ def _label(value: str, spec: TaskSpec) -> float:
     if value == "":
         return float("nan")
     if spec.label_values is not None:
+        if value not in spec.label_values and spec.other_label is not None:
+            value = spec.other_label
         if value not in spec.label_values:
             raise InvalidRecord(f"label {value!r} is not one of {spec.label_values}")
         return float(spec.label_values.index(value))
@@ -191,6 +194,13 @@ def holdout(count: int, fraction: float, seed: int) -> tuple[np.ndarray, np.ndar
     order = np.random.default_rng(seed).permutation(count)
     cut = max(1, round(fraction * count))
     return np.sort(order[cut:]), np.sort(order[:cut])
+
+
+def with_train_cap(task: TaskData, cap: int | None, seed: int) -> TaskData:
+    """``task`` with at most ``cap`` training examples: a random subset fixed by ``seed``."""
+    if not cap or len(task.train) <= cap:
+        return task
+    return dataclasses.replace(task, train=subset(task.train, cap, seed))
 
 
 def load_task(spec: TaskSpec, modality: Modality, data_dir: Path | None = None,

@@ -54,7 +54,9 @@ class TaskSpec(StrictModel):
         description="label columns; 'rest' = every column that is not an input or ignored column")
     ignore_columns: list[str] = Field(default_factory=list, description="columns that are neither input nor label")
     label_values: list[str] | None = Field(
-        None, description="string labels in index order (multiclass classes; binary: the second is the positive class)")
+        None, description="string labels in index order (multiclass classes; binary: [negative, positive])")
+    other_label: str | None = Field(
+        None, description="class (one of label_values) given to every label not listed there: rare classes merged")
     metric: str = Field(description="headline metric (see polymask.tasks.metrics.METRICS)")
     extra_metrics: list[str] = Field(default_factory=list, description="further metrics reported")
     split: SplitSpec
@@ -75,6 +77,8 @@ class TaskSpec(StrictModel):
             raise ValueError(f"split '{self.split.method}' needs exactly one file, given as files: {{all: FILE}}")
         if set(self.extra_test_files) & {"train", "valid", "test", "all"}:
             raise ValueError("extra_test_files need names other than train, valid, test and all")
+        if self.other_label is not None and self.other_label not in (self.label_values or []):
+            raise ValueError(f"other_label '{self.other_label}' must be one of label_values")
         return self
 
 

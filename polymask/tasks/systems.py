@@ -6,6 +6,7 @@ logistic regression for DNA, ...) register in ``REFERENCES`` under their benchma
 """
 from __future__ import annotations
 
+import importlib
 import time
 from dataclasses import dataclass
 from pathlib import Path
@@ -19,7 +20,7 @@ from polymask.model.encoder import Encoder
 from polymask.modalities import build_modality
 from polymask.modalities.base import Modality
 from polymask.registry import Registry
-from polymask.tasks.data import TaskData
+from polymask.tasks.data import TaskData, with_train_cap
 from polymask.tasks.finetune import FinetuneConfig
 from polymask.tasks.kinds import KINDS
 from polymask.tasks.metrics import score
@@ -48,6 +49,9 @@ class Reference:
 
 
 REFERENCES: Registry[list[Reference]] = Registry("benchmark references")
+#: Modules that register a benchmark's reference baselines, imported when the benchmark runs.
+REFERENCE_MODULES = {"moleculenet": "polymask.tasks.moleculenet", "glue": "polymask.tasks.glue",
+                     "dna": "polymask.tasks.dna"}
 
 
 def _finetuned(encoder_factory: Callable[[int], Encoder], checkpoint: LoadedCheckpoint, modality: Modality,
@@ -97,8 +101,15 @@ def reference_result(task: TaskData, seed: int, predictions: dict[str, np.ndarra
     }
 
 
-def reference_systems(benchmark: str, modality: Modality) -> list[System]:
-    """The registered reference baselines of a benchmark (none if it registers none)."""
+def _capped(run: RunCell, max_train_examples: int | None) -> RunCell:
+    return lambda task, seed: run(with_train_cap(task, max_train_examples, seed), seed)
+
+
+def reference_systems(benchmark: str, modality: Modality, max_train_examples: int | None = None) -> list[System]:
+    """The registered reference baselines of a benchmark (none if it registers none), trained on the same
+    capped training subset as the fine-tuned rows."""
+    if benchmark in REFERENCE_MODULES:
+        importlib.import_module(REFERENCE_MODULES[benchmark])
     if benchmark not in REFERENCES:
         return []
-    return [System(ref.name, ref.name, modality, ref.run) for ref in REFERENCES.get(benchmark)]
+    return [System(ref.name, ref.name, modality, _capped(ref.run, max_train_examples)) for ref in REFERENCES.get(benchmark)]
