@@ -32,22 +32,22 @@ def _metrics(run):
     return [json.loads(line) for line in (run / "metrics.jsonl").read_text().splitlines()]
 
 
-def _train_command(out, *extra):
-    return ["-m", "polymask", "train", "--modality", "smiles", "--objective", "mlm", "--out", str(out),
+def _train_command(out, objective, *extra):
+    return ["-m", "polymask", "train", "--modality", "smiles", "--objective", objective, "--out", str(out),
             "--set", "model.preset=tiny", "--set", "train.batch_size=8", "--set", "train.max_steps=4",
             "--set", "train.log_every=1", "--set", "train.precision=fp32", "--set", "train.progress=false",
             "--set", "data.max_val_records=64", "--set", "train.warmup_steps=1", *extra]
 
 
-@pytest.mark.parametrize("strategy", ["ddp", "fsdp"])
-def test_two_process_gloo_run_matches_one_process_with_the_same_global_batch(tmp_path, strategy):
+@pytest.mark.parametrize("strategy, objective", [("ddp", "mlm"), ("fsdp", "mlm"), ("ddp", "maelm"), ("ddp", "exlm")])
+def test_two_process_gloo_run_matches_one_process_with_the_same_global_batch(tmp_path, strategy, objective):
     """The 2-process run is also interrupted after 2 steps and resumed: it must still match."""
     env = {**os.environ, "OMP_NUM_THREADS": "1"}
-    single = subprocess.run([sys.executable, *_train_command(tmp_path / "single", "--set", "train.grad_accum=2")],
+    single = subprocess.run([sys.executable, *_train_command(tmp_path / "single", objective, "--set", "train.grad_accum=2")],
                             env=env, capture_output=True, text=True, timeout=600)
     assert single.returncode == 0, single.stderr[-2000:]
     torchrun = [sys.executable, "-m", "torch.distributed.run", "--standalone", "--nproc_per_node", "2"]
-    first = [*_train_command(tmp_path / "multi", "--set", f"train.parallel={strategy}", "--set", "train.stop_after_steps=2")]
+    first = [*_train_command(tmp_path / "multi", objective, "--set", f"train.parallel={strategy}", "--set", "train.stop_after_steps=2")]
     for command in (first, ["-m", "polymask", "train", "--resume", str(tmp_path / "multi")]):  # interrupted, resumed
         multi = subprocess.run([*torchrun, *command], env=env, capture_output=True, text=True, timeout=600)
         assert multi.returncode == 0, multi.stderr[-3000:]

@@ -14,4 +14,4 @@ from polymask.registry import Registry
 
 ANALYSES: Registry[Callable[[argparse._SubParsersAction], None]] = Registry("analysis")
 
-from polymask.analysis import semantics  # noqa: E402,F401  (registers `polymask analyze semantics`)
+from polymask.analysis import rank, semantics  # noqa: E402,F401  (register `polymask analyze rank|semantics`)

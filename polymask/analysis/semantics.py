@@ -3,7 +3,8 @@
 ExLM's "semantic multimodality" measure: on the same held-out sequences with the same masked
 positions (a fixed seed; every selected token becomes [MASK]), report for each checkpoint the mean
 entropy of the predicted distribution at the masked positions and the top-k accuracy of the
-original token. For MLM the distribution is the LM head's at the masked position; for ExLM it is
+original token. For MLM the distribution is the LM head's at the masked position (for MAE-LM the
+decoder's, the encoder seeing only the visible tokens); for ExLM it is
 the distribution of the state that emits the masked token on the Viterbi path through the DAG.
 A lower entropy with a similar top-k accuracy means less ambiguous (less multimodal) predictions.
 
@@ -41,6 +42,11 @@ def mlm_predictions(objective: Objective, batch: Batch, selected: Tensor) -> Ten
     corrupted = batch.input_ids.masked_fill(selected, objective.specials.mask)
     hidden = objective.encoder(corrupted, attention_mask=batch.attention_mask)
     return objective.head(hidden[selected]).float().log_softmax(dim=-1)
+
+
+@MASKED_PREDICTIONS.register("maelm")
+def maelm_predictions(objective: Objective, batch: Batch, selected: Tensor) -> Tensor:
+    return objective.predict(batch, selected).float().log_softmax(dim=-1)
 
 
 @MASKED_PREDICTIONS.register("exlm")

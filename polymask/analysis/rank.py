@@ -1,0 +1,173 @@
+"""``polymask analyze rank``: the representation deficiency of MLM (MAE-LM paper, Figure 1).
+
+On the same held-out sequences with the same masked positions (a fixed seed), collect each layer's
+token representations for several input kinds and report their effective rank: the number of
+principal components explaining a fraction tau of the variance, and the entropy-based effective
+rank. Kinds: ``masked_real`` (real, unselected tokens of the masked input: every selected token
+becomes [MASK]), ``unmasked`` (the same tokens with nothing masked), ``mask_tokens`` (the [MASK]
+positions of the masked input) for objectives whose encoder sees [MASK] (MLM), and ``visible_only``
+(the same tokens, the selected ones removed) for MAE-LM. If [MASK] tokens make the MLM encoder
+spend dimensions on them, ``masked_real`` has a lower rank than ``unmasked``.
+"""
+from __future__ import annotations
+
+import argparse
+import csv
+import json
+from pathlib import Path
+from typing import TYPE_CHECKING, Any
+
+from polymask.analysis import ANALYSES
+
+if TYPE_CHECKING:
+    from torch import Tensor
+
+    from polymask.data.batching import Batch
+    from polymask.objectives import Objective
+
+KINDS_BY_OBJECTIVE = {"mlm": ("masked_real", "unmasked", "mask_tokens"), "maelm": ("unmasked", "visible_only")}
+DEFAULT_KINDS = ("unmasked",)
+
+
+def layer_states(objective: "Objective", batch: "Batch", selected: "Tensor", kind: str) -> list["Tensor"]:
+    """Per-layer representations (N, D) of one batch for ``kind``."""
+    import torch
+
+    from polymask.objectives.visible import compact
+
+    encoder = objective.encoder
+    real = torch.ones_like(selected) if batch.attention_mask is None else batch.attention_mask
+    kept = real & ~selected & ~torch.isin(batch.input_ids, objective.special_ids)
+    if kind == "visible_only":
+        visible = compact(batch.input_ids, real & ~selected, objective.specials.pad)
+        states = encoder(visible.input_ids, attention_mask=visible.attention_mask,
+                         position_ids=visible.position_ids, output_hidden_states=True)
+        rows = kept.gather(1, visible.position_ids) & visible.valid
+        return [layer[rows] for layer in states]
+    ids = batch.input_ids if kind == "unmasked" else batch.input_ids.masked_fill(selected, objective.specials.mask)
+    states = encoder(ids, attention_mask=batch.attention_mask, output_hidden_states=True)
+    rows = selected if kind == "mask_tokens" else kept
+    return [layer[rows] for layer in states]
+
+
+def measure_checkpoint(path: Path, data: list[Path], tau: float, mask_ratio: float, seed: int, batch_size: int,
+                       max_sequences: int, max_tokens: int) -> dict[str, Any]:
+    """Per-layer ranks of every input kind of one checkpoint."""
+    import torch
+
+    from polymask.analysis.effective_rank import entropy_rank, singular_values, variance_rank
+    from polymask.analysis.semantics import masked_batches
+    from polymask.training.checkpoint import load_checkpoint
+
+    checkpoint = load_checkpoint(path)
+    objective = checkpoint.build_objective().eval()
+    name = objective.config.name
+    kinds = KINDS_BY_OBJECTIVE.get(name, DEFAULT_KINDS)
+    collected: dict[str, list[list[Tensor]]] = {kind: [] for kind in kinds}
+    with torch.no_grad():
+        for batch, selected in masked_batches(checkpoint, objective, data, mask_ratio, seed, batch_size, max_sequences):
+            for kind in kinds:
+                collected[kind].append(layer_states(objective, batch, selected, kind))
+    rows = []
+    for kind, batches in collected.items():
+        for layer, parts in enumerate(zip(*batches)):
+            states = torch.cat(parts)[:max_tokens].float()
+            values = singular_values(states)
+            rows.append({"layer": layer, "kind": kind, "tokens": int(states.shape[0]),
+                         "variance_rank": variance_rank(values, tau), "entropy_rank": entropy_rank(values)})
+    return {"checkpoint": str(checkpoint.folder), "objective": name,
+            "label": f"{checkpoint.folder.parent.parent.name} ({name})", "d_model": objective.encoder.config.d_model,
+            "layers": rows}
+
+
+def write_tables(report: dict[str, Any], out: Path) -> None:
+    """``rank.csv`` (one row per checkpoint, kind and layer) and ``rank.md``."""
+    fields = ["label", "objective", "kind", "layer", "tokens", "variance_rank", "entropy_rank"]
+    flat = [{"label": r["label"], "objective": r["objective"], **row} for r in report["results"] for row in r["layers"]]
+    with (out / "rank.csv").open("w", newline="") as handle:
+        writer = csv.DictWriter(handle, fieldnames=fields)
+        writer.writeheader()
+        writer.writerows(flat)
+    tau = report["tau"]
+    lines = [f"Effective rank per layer (tau = {tau}: components explaining {tau:.0%} of the variance; "
+             "entropy rank in brackets). Layer 0 is the embedding output.", "",
+             "| checkpoint | input | " + " | ".join(f"layer {i}" for i in range(report["n_layers"])) + " |",
+             "|---|---|" + "---:|" * report["n_layers"]]
+    for result in report["results"]:
+        kinds = dict.fromkeys(row["kind"] for row in result["layers"])
+        for kind in kinds:
+            cells = [f"{row['variance_rank']} ({row['entropy_rank']:.0f})" for row in result["layers"] if row["kind"] == kind]
+            lines.append(f"| {result['label']} | {kind} | " + " | ".join(cells) + " |")
+    (out / "rank.md").write_text("\n".join(lines) + "\n")
+
+
+def plot(report: dict[str, Any], out: Path) -> Path:
+    """One curve per checkpoint and input kind against layer, for both rank measures."""
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    figure, axes = plt.subplots(1, 2, figsize=(11, 4))
+    styles = {"masked_real": "-", "unmasked": "--", "mask_tokens": ":", "visible_only": "-."}
+    for index, result in enumerate(report["results"]):
+        kinds = dict.fromkeys(row["kind"] for row in result["layers"])
+        for kind in kinds:
+            rows = [row for row in result["layers"] if row["kind"] == kind]
+            for axis, key in zip(axes, ("variance_rank", "entropy_rank")):
+                axis.plot([r["layer"] for r in rows], [r[key] for r in rows], styles.get(kind, "-"), marker="o",
+                          color=f"C{index}", label=f"{result['label']}: {kind}")
+    axes[0].set_ylabel(f"components for {report['tau']:.0%} of variance")
+    axes[1].set_ylabel("entropy effective rank")
+    for axis in axes:
+        axis.set_xlabel("layer (0 = embeddings)")
+    axes[1].legend(fontsize=7)
+    figure.suptitle("Effective rank of token representations")
+    figure.tight_layout()
+    path = out / "rank.png"
+    figure.savefig(path, dpi=120)
+    plt.close(figure)
+    return path
+
+
+def run_rank_analysis(checkpoints: list[Path], data: list[Path], out: Path, tau: float = 0.9,
+                      mask_ratio: float = 0.15, seed: int = 0, batch_size: int = 32, max_sequences: int = 2000,
+                      max_tokens: int = 8192) -> dict[str, Any]:
+    """Measure every checkpoint; write ``rank.json``, ``rank.csv``, ``rank.md`` and ``rank.png`` under ``out``."""
+    if not 0 < tau <= 1:
+        raise ValueError(f"tau must be in (0, 1], got {tau}")
+    results = [measure_checkpoint(path, data, tau, mask_ratio, seed, batch_size, max_sequences, max_tokens)
+               for path in checkpoints]
+    report = {"data": [str(p) for p in data], "tau": tau, "mask_ratio": mask_ratio, "seed": seed,
+              "max_tokens": max_tokens, "n_layers": max(row["layer"] for r in results for row in r["layers"]) + 1,
+              "results": results}
+    out.mkdir(parents=True, exist_ok=True)
+    (out / "rank.json").write_text(json.dumps(report, indent=1))
+    write_tables(report, out)
+    plot(report, out)
+    return report
+
+
+def _handle(args: argparse.Namespace) -> int:
+    report = run_rank_analysis(args.checkpoint, args.data, args.out, args.tau, args.mask_ratio, args.seed,
+                               args.batch_size, args.max_sequences, args.max_tokens)
+    print((args.out / "rank.md").read_text())
+    print(f"wrote {args.out}/rank.{{json,csv,md,png}} ({len(report['results'])} checkpoints)")
+    return 0
+
+
+@ANALYSES.register("rank")
+def add_parser(sub: argparse._SubParsersAction) -> None:
+    parser = sub.add_parser("rank", help="effective rank of token representations per layer (MLM vs MAE-LM)",
+                            description=__doc__.split("\n\n")[1])
+    parser.add_argument("--checkpoint", type=Path, action="append", required=True,
+                        help="run or checkpoint folder (repeat to compare, e.g. an MLM and an MAE-LM run)")
+    parser.add_argument("--data", type=Path, nargs="+", required=True, help="held-out corpus files")
+    parser.add_argument("--out", type=Path, default=Path("runs/analysis/rank"), help="folder for the outputs")
+    parser.add_argument("--tau", type=float, default=0.9, help="fraction of variance the counted components explain")
+    parser.add_argument("--mask-ratio", type=float, default=0.15, help="fraction of maskable tokens masked")
+    parser.add_argument("--seed", type=int, default=0, help="seed of the masks (the same for every checkpoint)")
+    parser.add_argument("--batch-size", type=int, default=32)
+    parser.add_argument("--max-sequences", type=int, default=2000, help="cap on sequences read from --data")
+    parser.add_argument("--max-tokens", type=int, default=8192, help="cap on token rows per layer and kind")
+    parser.set_defaults(handler=_handle)
