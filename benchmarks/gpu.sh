@@ -10,5 +10,5 @@ PYTHON=${PYTHON:-$( [ -x .venv/bin/python ] && echo .venv/bin/python || echo pyt
 OUT=${1:-docs/results/bench-gpu}
 "$PYTHON" -c "import torch; assert torch.cuda.is_available(), 'no CUDA device'; print(torch.cuda.get_device_name())"
 timeout 240 "$PYTHON" -m pytest -q -m gpu tests/
-timeout 300 "$PYTHON" -m polymask bench --preset base --batch-size 64 --max-len 128 --warmup 5 --steps 30 \
-    --objectives mlm --out "$OUT"
+timeout 330 "$PYTHON" -m polymask bench --preset base --batch-size 64 --max-len 128 --warmup 5 --steps 30 \
+    --objectives mlm,maelm,exlm --mask-ratios 0.15,0.4 --out "$OUT"

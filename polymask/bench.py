@@ -1,128 +1,81 @@
 """``polymask bench``: training throughput of polymask objectives next to HF ``BertForMaskedLM``.
 
-Everything runs in one process on the same data (a modality's built-in corpus), the same encoder
-dimensions and batch size. polymask uses its own pipeline (length-bucketed batches, sparse
-prediction); HF uses ``DataCollatorForLanguageModeling`` with dynamic padding over shuffled
-batches, as its Trainer does by default. Reported: real (non-padding) tokens per second, step time
-and padding fraction; written as Markdown and JSON.
+Every row runs in a fresh process (spawned, so peak memory is its own) on the same data (a
+modality's built-in corpus), the same encoder dimensions and batch size. polymask uses its own
+pipeline (length-bucketed batches, sparse prediction); HF uses ``DataCollatorForLanguageModeling``
+with dynamic padding over shuffled batches, as its Trainer does by default. Reported per row: real
+(non-padding) tokens/s, step time, padding fraction, encoder time and input positions per step,
+FLOPs per real token and model FLOPs utilisation against the matmul peak measured in this run, and
+peak memory; written as Markdown and JSON.
 """
 from __future__ import annotations
 
 import json
+import multiprocessing
 import platform
-import statistics
 import tempfile
-import time
+from dataclasses import asdict, dataclass
 from pathlib import Path
-from typing import Any, Callable
+from typing import Any
 
-import numpy as np
 import torch
 
-from polymask.config import build_run_config
-from polymask.training.runtime import autocast
-from polymask.training.trainer import Trainer
+from polymask.bench_measure import matmul_peak, measure
+from polymask.bench_systems import hf_bert_system, polymask_system
+from polymask.training.runtime import resolve_device
 
 
-def _time_steps(step: Callable[[], tuple[int, int]], warmup: int, steps: int) -> dict[str, float]:
-    for _ in range(warmup):
-        step()
-    durations, real, padded = [], 0, 0
-    for _ in range(steps):
-        start = time.perf_counter()
-        step_real, step_padded = step()
-        durations.append(time.perf_counter() - start)
-        real += step_real
-        padded += step_padded
-    return {"real_tokens_per_s": real / sum(durations), "step_ms": 1000 * statistics.median(durations),
-            "padding_fraction": 1 - real / padded}
+@dataclass(frozen=True)
+class RowSpec:
+    """One bench row: ``system`` is "polymask" or "hf"."""
+
+    system: str
+    objective: str
+    precision: str
+    mask_ratio: float
+
+    @property
+    def label(self) -> str:
+        return f"polymask {self.objective}" if self.system == "polymask" else "HF BertForMaskedLM"
 
 
-def polymask_trainer(objective: str, modality: str, preset: str, batch_size: int, max_len: int, precision: str,
-                     workdir: Path) -> Trainer:
-    """A trainer for one objective, as ``polymask train`` would build it (its own run folder under workdir)."""
-    return Trainer(build_run_config({
-        "modality": modality, "objective": objective, "model": {"preset": preset},
-        "data": {"max_len": max_len}, "out": str(workdir / objective),
-        "train": {"batch_size": batch_size, "precision": precision, "progress": False, "max_steps": 10**6}}))
+def row_specs(objectives: tuple[str, ...], mask_ratios: tuple[float, ...]) -> list[RowSpec]:
+    """Each objective at each mask ratio (precision ``auto``), polymask MLM and HF in fp32, HF in bf16."""
+    specs = [RowSpec("polymask", objective, "auto", ratio) for objective in objectives for ratio in mask_ratios]
+    specs.append(RowSpec("polymask", objectives[0], "fp32", mask_ratios[0]))
+    specs += [RowSpec("hf", "mlm", precision, mask_ratios[0]) for precision in ("fp32", "bf16")]
+    return specs
 
 
-def train_step(trainer: Trainer) -> tuple[int, int]:
-    """One real optimiser step; (real tokens, padded tokens) of its batch."""
-    _, real, padded = trainer._train_step()
-    trainer.state.step += 1
-    return real, padded
-
-
-def bench_polymask(objective: str, modality: str, preset: str, batch_size: int, max_len: int, precision: str,
-                   warmup: int, steps: int, workdir: Path) -> dict[str, Any]:
-    """Throughput of one polymask objective through the real training step."""
-    trainer = polymask_trainer(objective, modality, preset, batch_size, max_len, precision, workdir)
-    return {"system": f"polymask {objective}", "precision": _precision_name(trainer.device, precision),
-            **_time_steps(lambda: train_step(trainer), warmup, steps)}
-
-
-def bench_hf_bert(trainer_like: Trainer, batch_size: int, max_len: int, precision: str, warmup: int,
-                  steps: int, seed: int = 0) -> dict[str, Any]:
-    """Throughput of HF ``BertForMaskedLM`` with the same dimensions and data."""
-    from transformers import BertConfig, BertForMaskedLM, DataCollatorForLanguageModeling
-
-    from polymask.tokenization import to_hf
-
-    encoder_config = trainer_like.encoder.config
-    torch.manual_seed(seed)
-    model = BertForMaskedLM(BertConfig(
-        vocab_size=trainer_like.tokenizer.get_vocab_size(), hidden_size=encoder_config.d_model,
-        num_hidden_layers=encoder_config.n_layers, num_attention_heads=encoder_config.n_heads,
-        intermediate_size=encoder_config.d_ff, max_position_embeddings=max_len)).to(trainer_like.device)
-    optimizer = torch.optim.AdamW(model.parameters(), lr=1e-3)
-    collator = DataCollatorForLanguageModeling(to_hf(trainer_like.tokenizer), mlm_probability=0.15)
-    store = trainer_like.batches.store
-    order = np.random.default_rng(seed).permutation(len(store))
-    cursor = {"at": 0}
-
-    def step() -> tuple[int, int]:
-        start = cursor["at"] % (len(order) - batch_size)
-        cursor["at"] += batch_size
-        batch = collator([{"input_ids": store[int(i)].tolist()} for i in order[start:start + batch_size]])
-        batch = {key: value.to(trainer_like.device) for key, value in batch.items()}
-        with autocast(trainer_like.device, precision):
-            loss = model(**batch).loss
-        loss.backward()
-        optimizer.step()
-        optimizer.zero_grad(set_to_none=True)
-        return int(batch["attention_mask"].sum()), batch["input_ids"].numel()
-
-    return {"system": "HF BertForMaskedLM", "precision": _precision_name(trainer_like.device, precision),
-            **_time_steps(step, warmup, steps)}
-
-
-def _precision_name(device: torch.device, precision: str) -> str:
-    from polymask.training.runtime import native_bf16
-
-    return "bf16" if precision == "bf16" or (precision == "auto" and native_bf16(device)) else "fp32"
+def measure_row(spec: RowSpec, modality: str, preset: str, batch_size: int, max_len: int, warmup: int, steps: int,
+                flop_steps: int) -> dict[str, Any]:
+    """Build and measure one row (run in a fresh process)."""
+    with tempfile.TemporaryDirectory() as workdir:
+        if spec.system == "hf":
+            system = hf_bert_system(modality, preset, batch_size, max_len, spec.precision, Path(workdir),
+                                    spec.mask_ratio)
+        else:
+            system = polymask_system(spec.objective, modality, preset, batch_size, max_len, spec.precision,
+                                     Path(workdir), spec.mask_ratio)
+        return {**asdict(spec), "system": spec.label, **measure(system, warmup, steps, flop_steps)}
 
 
 def run_bench(modality: str = "smiles", preset: str = "mini", batch_size: int = 32, max_len: int = 128,
               objectives: tuple[str, ...] = ("mlm",), warmup: int = 5, steps: int = 40,
-              out: Path | None = None) -> list[dict[str, Any]]:
-    """Measure every system; write ``<out>/<modality>-<preset>-b<batch>-l<len>.{md,json}``."""
-    rows = []
-    with tempfile.TemporaryDirectory() as workdir:
-        for objective in objectives:
-            for precision in ("auto", "fp32"):
-                rows.append(bench_polymask(objective, modality, preset, batch_size, max_len, precision,
-                                           warmup, steps, Path(workdir)))
-        reference = Trainer(build_run_config({
-            "modality": modality, "objective": "mlm", "model": {"preset": preset}, "data": {"max_len": max_len},
-            "out": str(Path(workdir) / "hf"), "train": {"batch_size": batch_size, "progress": False}}))
-        for precision in ("fp32", "bf16"):
-            rows.append(bench_hf_bert(reference, batch_size, max_len, precision, warmup, steps))
+              out: Path | None = None, mask_ratios: tuple[float, ...] = (0.15,), flop_steps: int = 3,
+              device: str = "auto") -> list[dict[str, Any]]:
+    """Measure every row; write ``<out>/<modality>-<preset>-b<batch>-l<len>.{md,json}``."""
+    target = resolve_device(device)
+    peaks = {"fp32": matmul_peak(target, torch.float32), "bf16": matmul_peak(target, torch.bfloat16)}
+    with multiprocessing.get_context("spawn").Pool(1, maxtasksperchild=1) as pool:
+        rows = [pool.apply(measure_row, (spec, modality, preset, batch_size, max_len, warmup, steps, flop_steps))
+                for spec in row_specs(objectives, mask_ratios)]
     baseline = next(r for r in rows if r["system"].startswith("HF") and r["precision"] == "fp32")
     for row in rows:
         row["vs_hf_fp32"] = row["real_tokens_per_s"] / baseline["real_tokens_per_s"]
+        row["mfu"] = row["flops_per_real_token"] * row["real_tokens_per_s"] / peaks[row["precision"]]
     if out is not None:
-        write_bench(rows, out, modality, preset, batch_size, max_len, steps)
+        write_bench(rows, out, modality, preset, batch_size, max_len, steps, peaks)
     if len(objectives) > 1:
         from polymask.bench_objectives import compare_objectives, write_comparison
 
@@ -147,19 +100,29 @@ def machine() -> dict[str, Any]:
 
 
 def write_bench(rows: list[dict[str, Any]], out: Path, modality: str, preset: str, batch_size: int,
-                max_len: int, steps: int) -> Path:
+                max_len: int, steps: int, peaks: dict[str, float]) -> Path:
     out.mkdir(parents=True, exist_ok=True)
     stem = out / f"{modality}-{preset}-b{batch_size}-l{max_len}"
     info = {"modality": modality, "preset": preset, "batch_size": batch_size, "max_len": max_len,
-            "timed_steps": steps, **machine()}
+            "timed_steps": steps, **machine(),
+            "matmul_peak_gflops": {name: round(value / 1e9, 1) for name, value in peaks.items()}}
     stem.with_suffix(".json").write_text(json.dumps({"setup": info, "rows": rows}, indent=1))
     lines = [f"# polymask bench: {modality}, preset {preset}, batch {batch_size}, max length {max_len}", "",
              ", ".join(f"{k}: {v}" for k, v in info.items()), "",
-             "| system | precision | real tokens/s | step (ms, median) | padding | vs HF fp32 |",
-             "|---|---|---:|---:|---:|---:|"]
+             "| system | mask ratio | precision | real tokens/s | step (ms, median) | padding | encoder ms/step "
+             "| encoder/input positions | GFLOPs/step | MFU | peak memory (MiB) | vs HF fp32 |",
+             "|---|---:|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|"]
     for row in rows:
-        lines.append(f"| {row['system']} | {row['precision']} | {row['real_tokens_per_s']:,.0f} | {row['step_ms']:.1f} "
-                     f"| {row['padding_fraction']:.1%} | {row['vs_hf_fp32']:.2f}x |")
+        flops_per_step = row["flops_per_real_token"] * row["real_tokens_per_s"] * row["step_ms"] / 1000
+        lines.append(
+            f"| {row['system']} | {row['mask_ratio']:g} | {row['precision']} | {row['real_tokens_per_s']:,.0f} "
+            f"| {row['step_ms']:.1f} | {row['padding_fraction']:.1%} | {row['encoder_ms_per_step']:.1f} "
+            f"| {row['encoder_positions_per_step'] / row['input_positions_per_step']:.2f} | {flops_per_step / 1e9:.1f} "
+            f"| {row['mfu']:.1%} | {row['peak_memory_mib']:,.0f} | {row['vs_hf_fp32']:.2f}x |")
+    lines += ["", "Encoder time is the encoder module's forward pass (MAE-LM: the compacted visible tokens; ExLM: the "
+              "expanded sequence); encoder/input positions compares the encoder's input size with the batch's. "
+              f"MFU divides counted FLOPs/s by the matmul peak measured in this run; peak memory is the "
+              f"{rows[0]['memory_kind']} of the row's own process during the timed steps."]
     stem.with_suffix(".md").write_text("\n".join(lines) + "\n")
     print("\n".join(lines))
     return stem.with_suffix(".md")

@@ -1,4 +1,4 @@
-"""Objectives side by side (``polymask bench --objectives mlm,exlm``): relative step time and memory.
+"""Objectives side by side (``polymask bench --objectives mlm,exlm``): relative step time.
 
 Step time: one trainer per objective (same encoder size, data, batch size and seed, so step i of
 every trainer draws the same batch), stepped in turn in one process — round r runs step r of each
@@ -7,44 +7,20 @@ hits them alike. Reported: median step time of each, and the median over rounds 
 ratio to the first objective. For an objective that expands its input (``expand``, i.e. ExLM) the
 encoder-length ratio L'/L of the timed batches is reported too: the floor of its relative cost.
 
-Peak memory: in a fresh process per objective (spawned, so nothing is shared), the peak resident
-set size during the training steps (Linux ``VmHWM``, reset through ``/proc/self/clear_refs`` once
-the trainer is built, so that reading and tokenising the corpus does not count), and how much of
-it the steps added above the resident size of the built trainer (activations, gradients,
-optimiser state, allocator caches).
+Peak memory, FLOPs and encoder time of each objective are in the main ``polymask bench`` rows.
 """
 from __future__ import annotations
 
 import json
-import multiprocessing
-import re
 import statistics
 import tempfile
 import time
 from pathlib import Path
 from typing import Any
 
-from polymask.bench import polymask_trainer, train_step
+from polymask.bench_systems import polymask_trainer, train_step
 from polymask.data.streams import MicroBatch
 from polymask.training.runtime import step_generator
-
-
-def _status_kib(field: str) -> int:
-    return int(re.search(rf"{field}:\s+(\d+) kB", Path("/proc/self/status").read_text()).group(1))
-
-
-def peak_step_memory_mib(objective: str, modality: str, preset: str, batch_size: int, max_len: int,
-                         steps: int) -> dict[str, float]:
-    """Peak resident memory (MiB) of this process during ``steps`` training steps, and its growth
-    above the built trainer."""
-    with tempfile.TemporaryDirectory() as workdir:
-        trainer = polymask_trainer(objective, modality, preset, batch_size, max_len, "auto", Path(workdir))
-        baseline = _status_kib("VmRSS")
-        Path("/proc/self/clear_refs").write_text("5")
-        for _ in range(steps):
-            train_step(trainer)
-        peak = _status_kib("VmHWM")
-        return {"peak": peak / 1024, "added_by_steps": (peak - baseline) / 1024}
 
 
 def expansion_ratio(trainer: Any, rounds: int) -> dict[str, float] | None:
@@ -67,7 +43,7 @@ def expansion_ratio(trainer: Any, rounds: int) -> dict[str, float] | None:
 
 def compare_objectives(objectives: tuple[str, ...], modality: str, preset: str, batch_size: int, max_len: int,
                        warmup: int, steps: int) -> dict[str, Any]:
-    """Interleaved step times, L'/L ratios and peak step memory of each objective (precision ``auto``)."""
+    """Interleaved step times and L'/L ratios of each objective (precision ``auto``)."""
     with tempfile.TemporaryDirectory() as workdir:
         trainers = {name: polymask_trainer(name, modality, preset, batch_size, max_len, "auto", Path(workdir) / name)
                     for name in objectives}
@@ -80,17 +56,13 @@ def compare_objectives(objectives: tuple[str, ...], modality: str, preset: str, 
                 if round_index >= warmup:
                     durations[name].append(time.perf_counter() - start)
         ratios = {name: expansion_ratio(trainer, warmup + steps) for name, trainer in trainers.items()}
-    spawn = multiprocessing.get_context("spawn")
-    with spawn.Pool(1, maxtasksperchild=1) as pool:
-        memory = {name: pool.apply(peak_step_memory_mib, (name, modality, preset, batch_size, max_len, steps))
-                  for name in objectives}
     first = durations[objectives[0]]
     rows = []
     for name in objectives:
         relative = [d / f for d, f in zip(durations[name], first)]
         rows.append({"objective": name, "step_ms": 1000 * statistics.median(durations[name]),
                      "relative_step_time": statistics.median(relative),
-                     "expansion_ratio": ratios[name], "peak_step_memory_mib": memory[name]})
+                     "expansion_ratio": ratios[name]})
     return {"setup": {"modality": modality, "preset": preset, "batch_size": batch_size, "max_len": max_len,
                       "warmup": warmup, "timed_rounds": steps, "precision": "auto"}, "rows": rows}
 
@@ -107,14 +79,12 @@ def write_comparison(comparison: dict[str, Any], out: Path, machine: dict[str, A
              f"batch {setup['batch_size']}, max length {setup['max_len']}", "",
              ", ".join(f"{k}: {v}" for k, v in {**setup, **machine}.items()), "",
              f"| objective | step (ms, median) | step time vs {first} (median of per-step ratios) "
-             "| L'/L real (padded) | peak RSS in steps (MiB) | added by the steps (MiB) |",
-             "|---|---:|---:|---:|---:|---:|"]
+             "| L'/L real (padded) |",
+             "|---|---:|---:|---:|"]
     for row in comparison["rows"]:
         ratio = row["expansion_ratio"]
         floor = "-" if ratio is None else f"{ratio['real']:.2f} ({ratio['padded']:.2f})"
-        memory = row["peak_step_memory_mib"]
-        lines.append(f"| {row['objective']} | {row['step_ms']:.1f} | {row['relative_step_time']:.2f}x | {floor} "
-                     f"| {memory['peak']:.0f} | {memory['added_by_steps']:.0f} |")
+        lines.append(f"| {row['objective']} | {row['step_ms']:.1f} | {row['relative_step_time']:.2f}x | {floor} |")
     stem.with_suffix(".md").write_text("\n".join(lines) + "\n")
     print("\n".join(lines))
     return stem.with_suffix(".md")

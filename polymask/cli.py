@@ -111,7 +111,8 @@ def cmd_bench(args: argparse.Namespace) -> int:
         bench_corpus(args.corpus, args.modality, args.num_proc, args.max_len, args.out)
         return 0
     run_bench(args.modality, args.preset, args.batch_size, args.max_len, tuple(args.objectives.split(",")),
-              args.warmup, args.steps, args.out)
+              args.warmup, args.steps, args.out, tuple(float(r) for r in args.mask_ratios.split(",")),
+              args.flop_steps, args.device)
     return 0
 
 
@@ -151,6 +152,9 @@ def _add_bench(sub: argparse._SubParsersAction) -> None:
     parser.add_argument("--batch-size", type=int, default=32)
     parser.add_argument("--max-len", type=int, default=128)
     parser.add_argument("--objectives", default="mlm", help="comma-separated objectives")
+    parser.add_argument("--mask-ratios", default="0.15", help="comma-separated mask ratios (a row per objective each)")
+    parser.add_argument("--flop-steps", type=int, default=3, help="steps whose FLOPs are counted after the timed ones")
+    parser.add_argument("--device", default="auto", help="auto (CUDA when present), cpu or cuda[:N]")
     parser.add_argument("--warmup", type=int, default=5, help="untimed steps first")
     parser.add_argument("--steps", type=int, default=40, help="timed steps")
     parser.add_argument("--out", type=Path, default=Path("docs/results/bench"), help="folder for the .md/.json results")

@@ -9,7 +9,5 @@ def test_objectives_side_by_side(tmp_path):
     # every row expands its [CLS] and [SEP] and at least one masked token into k = 4 states
     assert exlm["expansion_ratio"]["real"] > 1.3 and exlm["expansion_ratio"]["padded"] > 1.3
     assert exlm["step_ms"] > 0 and exlm["relative_step_time"] > 0
-    for row in (mlm, exlm):
-        assert row["peak_step_memory_mib"]["peak"] > row["peak_step_memory_mib"]["added_by_steps"] > 0
     table = write_comparison(comparison, tmp_path, {"device": "test"}).read_text()
     assert "| exlm |" in table and (tmp_path / "smiles-tiny-b8-l64-mlm-exlm.json").is_file()

@@ -1,0 +1,93 @@
+"""The systems ``polymask bench`` times: a polymask objective through its real training step, and HF
+``BertForMaskedLM`` with the same dimensions, data and ``DataCollatorForLanguageModeling``.
+
+Each builder returns a ``BenchSystem``: a function running one optimiser step (returning its real and
+padded token counts), the module that is "the encoder" (for encoder-time and encoder-positions
+measurements), and the device.
+"""
+from __future__ import annotations
+
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Callable
+
+import numpy as np
+import torch
+from torch import nn
+
+from polymask.config import build_run_config
+from polymask.training.runtime import autocast, native_bf16
+from polymask.training.trainer import Trainer
+
+Step = Callable[[], tuple[int, int]]
+
+
+@dataclass
+class BenchSystem:
+    step: Step
+    encoder: nn.Module
+    device: torch.device
+    precision: str  # the precision actually used: "bf16" or "fp32"
+
+
+def precision_name(device: torch.device, precision: str) -> str:
+    return "bf16" if precision == "bf16" or (precision == "auto" and native_bf16(device)) else "fp32"
+
+
+def polymask_trainer(objective: str, modality: str, preset: str, batch_size: int, max_len: int, precision: str,
+                     workdir: Path, mask_ratio: float = 0.15) -> Trainer:
+    """A trainer for one objective, as ``polymask train`` would build it (its own run folder under workdir)."""
+    return Trainer(build_run_config({
+        "modality": modality, "objective": {"name": objective, "mask_ratio": mask_ratio},
+        "model": {"preset": preset}, "data": {"max_len": max_len}, "out": str(workdir / f"{objective}-{mask_ratio}"),
+        "train": {"batch_size": batch_size, "precision": precision, "progress": False, "max_steps": 10**6}}))
+
+
+def train_step(trainer: Trainer) -> tuple[int, int]:
+    """One real optimiser step; (real tokens, padded tokens) of its batch."""
+    _, real, padded = trainer._train_step()
+    trainer.state.step += 1
+    return real, padded
+
+
+def polymask_system(objective: str, modality: str, preset: str, batch_size: int, max_len: int, precision: str,
+                    workdir: Path, mask_ratio: float) -> BenchSystem:
+    trainer = polymask_trainer(objective, modality, preset, batch_size, max_len, precision, workdir, mask_ratio)
+    return BenchSystem(lambda: train_step(trainer), trainer.model.encoder, trainer.device,
+                       precision_name(trainer.device, precision))
+
+
+def hf_bert_system(modality: str, preset: str, batch_size: int, max_len: int, precision: str, workdir: Path,
+                   mask_ratio: float = 0.15, seed: int = 0) -> BenchSystem:
+    """HF ``BertForMaskedLM`` with polymask's encoder dimensions, on the same tokenised corpus, batched as HF's
+    Trainer does by default (shuffled, dynamically padded, 80/10/10 masking by the collator)."""
+    from transformers import BertConfig, BertForMaskedLM, DataCollatorForLanguageModeling
+
+    from polymask.tokenization import to_hf
+
+    reference = polymask_trainer("mlm", modality, preset, batch_size, max_len, precision, workdir / "hf")
+    encoder_config, device = reference.encoder.config, reference.device
+    torch.manual_seed(seed)
+    model = BertForMaskedLM(BertConfig(
+        vocab_size=reference.tokenizer.get_vocab_size(), hidden_size=encoder_config.d_model,
+        num_hidden_layers=encoder_config.n_layers, num_attention_heads=encoder_config.n_heads,
+        intermediate_size=encoder_config.d_ff, max_position_embeddings=max_len)).to(device)
+    optimizer = torch.optim.AdamW(model.parameters(), lr=1e-3)
+    collator = DataCollatorForLanguageModeling(to_hf(reference.tokenizer), mlm_probability=mask_ratio)
+    store = reference.batches.store
+    order = np.random.default_rng(seed).permutation(len(store))
+    cursor = {"at": 0}
+
+    def step() -> tuple[int, int]:
+        start = cursor["at"] % (len(order) - batch_size)
+        cursor["at"] += batch_size
+        batch = collator([{"input_ids": store[int(i)].tolist()} for i in order[start:start + batch_size]])
+        batch = {key: value.to(device) for key, value in batch.items()}
+        with autocast(device, precision):
+            loss = model(**batch).loss
+        loss.backward()
+        optimizer.step()
+        optimizer.zero_grad(set_to_none=True)
+        return int(batch["attention_mask"].sum()), batch["input_ids"].numel()
+
+    return BenchSystem(step, model.bert, device, precision_name(device, precision))

@@ -1,0 +1,30 @@
+"""``polymask bench`` on a tiny preset: every row measured in its own process, and the report written."""
+import json
+
+import torch
+
+from polymask.bench_measure import matmul_peak
+from polymask.cli import main
+
+
+def test_matmul_peak_is_a_plausible_rate():
+    assert 1e8 < matmul_peak(torch.device("cpu"), torch.float32, size=256, reps=3) < 1e14
+
+
+def test_bench_reports_every_objective_mask_ratio_and_hf(tmp_path, capsys):
+    args = ["bench", "--preset", "tiny", "--batch-size", "8", "--max-len", "64", "--objectives", "maelm",
+            "--mask-ratios", "0.15,0.4", "--warmup", "1", "--steps", "3", "--flop-steps", "1", "--out", str(tmp_path)]
+    assert main(args) == 0
+    rows = json.loads((tmp_path / "smiles-tiny-b8-l64.json").read_text())["rows"]
+    assert [(r["system"], r["mask_ratio"], r["precision"]) for r in rows] == [
+        ("polymask maelm", 0.15, rows[0]["precision"]), ("polymask maelm", 0.4, rows[0]["precision"]),
+        ("polymask maelm", 0.15, "fp32"), ("HF BertForMaskedLM", 0.15, "fp32"), ("HF BertForMaskedLM", 0.15, "bf16")]
+    for row in rows:
+        assert row["real_tokens_per_s"] > 0 and 0 <= row["padding_fraction"] < 1
+        assert 0 < row["mfu"] < 1 and row["flops_per_real_token"] > 0 and row["peak_memory_mib"] > 0
+    seen = [r["encoder_positions_per_step"] / r["input_positions_per_step"] for r in rows]
+    assert seen[1] < seen[0] < 0.95 and seen[1] < 0.75  # MAE-LM's encoder sees only the visible tokens
+    assert seen[3] == 1.0  # HF's encoder runs on the whole (corrupted) batch
+    table = (tmp_path / "smiles-tiny-b8-l64.md").read_text()
+    assert "| MFU |" in table and "HF BertForMaskedLM" in table
+    assert "real tokens/s" in capsys.readouterr().out
