@@ -119,7 +119,7 @@ def cmd_bench(args: argparse.Namespace) -> int:
 def _add_train(sub: argparse._SubParsersAction) -> None:
     parser = sub.add_parser("train", help="pretrain an encoder", description="Pretrain an encoder with one objective.")
     parser.add_argument("--modality", help="registered modality (smiles, dna, text, ...)")
-    parser.add_argument("--objective", help="registered objective (mlm, ...)")
+    parser.add_argument("--objective", help="registered objective (mlm, maelm, exlm, ...)")
     parser.add_argument("--config", help="YAML recipe: a path or a built-in name (see configs/)")
     parser.add_argument("--data", nargs="+", type=Path, help="corpus files (default: the modality's built-in corpus)")
     parser.add_argument("--column", help="column/field holding sequences in csv/tsv/jsonl/parquet files")
