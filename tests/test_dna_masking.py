@@ -50,12 +50,14 @@ def masked_bases(body_mask: np.ndarray) -> np.ndarray:
     return ~visible
 
 
-def select(modality, tokenizer, ids, span: int, seed: int) -> torch.Tensor:
+def select(modality, tokenizer, ids, span: int, seed: int, name: str = "mlm") -> torch.Tensor:
+    """The positions objective ``name`` selects (MLM corrupts them, MAE-LM removes them, ExLM expands them)."""
     specials = SpecialIds.of(tokenizer)
-    encoder = Encoder(EncoderConfig(preset="tiny"), tokenizer.get_vocab_size())
-    objective = OBJECTIVES.get("mlm")(OBJECTIVES.get("mlm").Config(name="mlm"), encoder, specials, span)
-    selected, _ = objective.select(collate(ids, specials.pad), torch.Generator().manual_seed(seed))
-    return selected
+    kind = OBJECTIVES.get(name)
+    config = kind.Config(name=name)
+    encoder = Encoder(EncoderConfig(preset="tiny", **kind.encoder_overrides(config)), tokenizer.get_vocab_size())
+    chosen = kind(config, encoder, specials, span).select(collate(ids, specials.pad), torch.Generator().manual_seed(seed))
+    return chosen[0] if isinstance(chosen, tuple) else chosen
 
 
 def test_windows_are_real_overlapping_kmers(windows):
@@ -66,9 +68,10 @@ def test_windows_are_real_overlapping_kmers(windows):
         assert body == [sequence[j:j + K] for j in range(len(sequence) - K + 1)]
 
 
-def test_span_masking_hides_exactly_the_kmers_that_contain_a_masked_base(windows):
+@pytest.mark.parametrize("objective", ["mlm", "maelm", "exlm"])
+def test_span_masking_hides_exactly_the_kmers_that_contain_a_masked_base(windows, objective):
     modality, tokenizer, ids, bases = windows
-    selected = select(modality, tokenizer, ids, modality.mask_span, seed=0)
+    selected = select(modality, tokenizer, ids, modality.mask_span, seed=0, name=objective)
     masked_kmers = hidden_total = base_total = 0
     for row, (window, sequence) in enumerate(zip(ids, bases)):
         body_mask = selected[row, 1:len(window) - 1].numpy()
