@@ -16,7 +16,7 @@ import torch
 from torch import nn
 
 from polymask.config import build_run_config
-from polymask.training.runtime import autocast, native_bf16
+from polymask.training.runtime import autocast, precision_used
 from polymask.training.trainer import Trainer
 
 Step = Callable[[], tuple[int, int]]
@@ -28,10 +28,6 @@ class BenchSystem:
     encoder: nn.Module
     device: torch.device
     precision: str  # the precision actually used: "bf16" or "fp32"
-
-
-def precision_name(device: torch.device, precision: str) -> str:
-    return "bf16" if precision == "bf16" or (precision == "auto" and native_bf16(device)) else "fp32"
 
 
 def polymask_trainer(objective: str, modality: str, preset: str, batch_size: int, max_len: int, precision: str,
@@ -54,7 +50,7 @@ def polymask_system(objective: str, modality: str, preset: str, batch_size: int,
                     workdir: Path, mask_ratio: float) -> BenchSystem:
     trainer = polymask_trainer(objective, modality, preset, batch_size, max_len, precision, workdir, mask_ratio)
     return BenchSystem(lambda: train_step(trainer), trainer.model.encoder, trainer.device,
-                       precision_name(trainer.device, precision))
+                       precision_used(trainer.device, precision))
 
 
 def hf_bert_system(modality: str, preset: str, batch_size: int, max_len: int, precision: str, workdir: Path,
@@ -90,4 +86,4 @@ def hf_bert_system(modality: str, preset: str, batch_size: int, max_len: int, pr
         optimizer.zero_grad(set_to_none=True)
         return int(batch["attention_mask"].sum()), batch["input_ids"].numel()
 
-    return BenchSystem(step, model.bert, device, precision_name(device, precision))
+    return BenchSystem(step, model.bert, device, precision_used(device, precision))

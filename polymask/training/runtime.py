@@ -2,8 +2,10 @@
 from __future__ import annotations
 
 import contextlib
+import functools
 import random
 import sys
+import time
 from typing import Any, ContextManager
 
 import torch
@@ -20,20 +22,41 @@ def resolve_device(name: str) -> torch.device:
     return device
 
 
+@functools.lru_cache(maxsize=None)
+def _cpu_bf16_faster(size: int = 1024) -> bool:
+    """Whether a bf16 matrix product beats fp32 on this CPU (best of 3; measured once per process)."""
+    def best(dtype: torch.dtype) -> float:
+        a, b = torch.randn(size, size, dtype=dtype), torch.randn(size, size, dtype=dtype)
+        a @ b
+        times = []
+        for _ in range(3):
+            start = time.perf_counter()
+            a @ b
+            times.append(time.perf_counter() - start)
+        return min(times)
+
+    return best(torch.bfloat16) < best(torch.float32)
+
+
 def native_bf16(device: torch.device) -> bool:
-    """Whether the device computes bf16 matrix products natively (Ampere+ GPUs, AVX512-BF16/AMX CPUs)."""
+    """Whether bf16 autocast pays off: Ampere+ GPUs; CPUs with AVX512-BF16/AMX whose bf16 products also
+    measure faster than fp32 (some virtualised CPUs report the instructions but run bf16 at half speed)."""
     if device.type == "cuda":
         return torch.cuda.is_bf16_supported()
     if device.type == "cpu":
         probes = ("_is_avx512_bf16_supported", "_is_amx_tile_supported")
-        return any(getattr(torch.cpu, probe, lambda: False)() for probe in probes)
+        return any(getattr(torch.cpu, probe, lambda: False)() for probe in probes) and _cpu_bf16_faster()
     return False
+
+
+def precision_used(device: torch.device, precision: str) -> str:
+    """The precision ``autocast`` applies: "bf16" or "fp32"."""
+    return "bf16" if precision == "bf16" or (precision == "auto" and native_bf16(device)) else "fp32"
 
 
 def autocast(device: torch.device, precision: str) -> ContextManager[Any]:
     """bf16 autocast where asked for, or with ``auto`` where the hardware has native bf16."""
-    use_bf16 = precision == "bf16" or (precision == "auto" and native_bf16(device))
-    if not use_bf16:
+    if precision_used(device, precision) != "bf16":
         return contextlib.nullcontext()
     return torch.autocast(device.type, dtype=torch.bfloat16)
 

@@ -6,6 +6,8 @@ import shutil
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
+from polymask.training.runtime import precision_used
+
 if TYPE_CHECKING:
     from polymask.training.trainer import Trainer
 
@@ -40,6 +42,7 @@ def write_summary(trainer: "Trainer", last_eval: dict[str, Any], wall_time: floa
         "objective": trainer.config.objective.name,
         "parameters": sum(p.numel() for p in trainer.encoder.parameters()),
         "device": str(trainer.device),
+        "precision": precision_used(trainer.device, trainer.config.train.precision),
         "steps": state.step,
         "epochs": trainer.epochs_done(),
         "tokens": state.tokens,
