@@ -59,6 +59,12 @@ def benchmark_rows(benchmark: str, folder: Path, runs: list[dict[str, Any]], bas
     return rows
 
 
+def _cell_minutes(benchmarks: dict[str, Path]) -> float:
+    """Fine-tuning time of every benchmark cell, however many invocations computed them."""
+    cells = [cell for folder in benchmarks.values() for cell in json.loads((folder / "results.json").read_text())["cells"]]
+    return sum(cell.get("time_s", 0.0) for cell in cells) / 60
+
+
 def _plot_curves(runs: list[dict[str, Any]], path: Path) -> None:
     import matplotlib
 
@@ -87,7 +93,9 @@ def write_compare_report(out: Path, modality: str, budget: Budget, runs: list[di
     lines = [f"# polymask compare: {modality}, {', '.join(objectives)}", "",
              f"- Budget: {budget.describe()} (matched in {budget.kind}).",
              f"- Pretraining runs: {', '.join(Path(run['run_dir']).name for run in runs)}.",
-             f"- Machine: {machine()['device']}, {machine()['threads']} threads; total wall time {wall_time / 60:.1f} min.",
+             f"- Machine: {machine()['device']}, {machine()['threads']} threads. Compute: pretraining "
+             f"{sum(run['train_time_s'] for run in runs) / 60:.0f} min, benchmark cells {_cell_minutes(benchmarks):.0f} min "
+             f"(summed over runs and cells); this invocation {wall_time / 60:.1f} min, reusing finished pieces.",
              "", "## Pretraining", "",
              "| run | objective | steps | real tokens | train time (s) | tokens/s | final val loss | val accuracy |",
              "|---|---|---:|---:|---:|---:|---:|---:|"]
