@@ -56,8 +56,7 @@ def select(modality, tokenizer, ids, span: int, seed: int, name: str = "mlm") ->
     kind = OBJECTIVES.get(name)
     config = kind.Config(name=name)
     encoder = Encoder(EncoderConfig(preset="tiny", **kind.encoder_overrides(config)), tokenizer.get_vocab_size())
-    chosen = kind(config, encoder, specials, span).select(collate(ids, specials.pad), torch.Generator().manual_seed(seed))
-    return chosen[0] if isinstance(chosen, tuple) else chosen
+    return kind(config, encoder, specials, span).select(collate(ids, specials.pad), torch.Generator().manual_seed(seed))
 
 
 def test_windows_are_real_overlapping_kmers(windows):

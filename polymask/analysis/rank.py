@@ -18,6 +18,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from polymask.analysis import ANALYSES
+from polymask.analysis.masked_inputs import add_masked_input_arguments, masked_batches
 
 if TYPE_CHECKING:
     from torch import Tensor
@@ -56,7 +57,6 @@ def measure_checkpoint(path: Path, data: list[Path], tau: float, mask_ratio: flo
     import torch
 
     from polymask.analysis.effective_rank import entropy_rank, singular_values, variance_rank
-    from polymask.analysis.semantics import masked_batches
     from polymask.training.checkpoint import load_checkpoint
 
     checkpoint = load_checkpoint(path)
@@ -160,14 +160,7 @@ def _handle(args: argparse.Namespace) -> int:
 def add_parser(sub: argparse._SubParsersAction) -> None:
     parser = sub.add_parser("rank", help="effective rank of token representations per layer (MLM vs MAE-LM)",
                             description=__doc__.split("\n\n")[1])
-    parser.add_argument("--checkpoint", type=Path, action="append", required=True,
-                        help="run or checkpoint folder (repeat to compare, e.g. an MLM and an MAE-LM run)")
-    parser.add_argument("--data", type=Path, nargs="+", required=True, help="held-out corpus files")
-    parser.add_argument("--out", type=Path, default=Path("runs/analysis/rank"), help="folder for the outputs")
+    add_masked_input_arguments(parser, "rank", "an MLM and an MAE-LM run")
     parser.add_argument("--tau", type=float, default=0.9, help="fraction of variance the counted components explain")
-    parser.add_argument("--mask-ratio", type=float, default=0.15, help="fraction of maskable tokens masked")
-    parser.add_argument("--seed", type=int, default=0, help="seed of the masks (the same for every checkpoint)")
-    parser.add_argument("--batch-size", type=int, default=32)
-    parser.add_argument("--max-sequences", type=int, default=2000, help="cap on sequences read from --data")
     parser.add_argument("--max-tokens", type=int, default=8192, help="cap on token rows per layer and kind")
     parser.set_defaults(handler=_handle)

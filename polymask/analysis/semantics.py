@@ -16,9 +16,10 @@ import argparse
 import hashlib
 import json
 from pathlib import Path
-from typing import TYPE_CHECKING, Any, Callable, Iterator
+from typing import TYPE_CHECKING, Any, Callable
 
 from polymask.analysis import ANALYSES
+from polymask.analysis.masked_inputs import add_masked_input_arguments, masked_batches
 from polymask.registry import Registry
 
 if TYPE_CHECKING:  # kept out of the import so that building the CLI parser stays light
@@ -26,9 +27,7 @@ if TYPE_CHECKING:  # kept out of the import so that building the CLI parser stay
 
     from polymask.data.batching import Batch
     from polymask.objectives import Objective
-    from polymask.training.checkpoint import LoadedCheckpoint
 
-SEMANTICS_STREAM = 7
 DEFAULT_TOP_K = (1, 2, 3, 5, 10)
 
 MaskedPredictions = Callable[["Objective", "Batch", "Tensor"], "Tensor"]
@@ -52,30 +51,6 @@ def maelm_predictions(objective: Objective, batch: Batch, selected: Tensor) -> T
 @MASKED_PREDICTIONS.register("exlm")
 def exlm_predictions(objective: Objective, batch: Batch, selected: Tensor) -> Tensor:
     return objective.aligned_log_probs(objective.score(batch, selected))
-
-
-def masked_batches(checkpoint: "LoadedCheckpoint", objective: "Objective", data: list[Path], mask_ratio: float,
-                   seed: int, batch_size: int, max_sequences: int) -> Iterator[tuple["Batch", "Tensor"]]:
-    """Batches of ``data`` (read through the checkpoint's modality and tokenizer, the first
-    ``max_sequences`` sequences, in length order) and their masked positions, fixed by ``seed``."""
-    from polymask.config import build_run_config
-    from polymask.data.batching import BatchSampler, collate
-    from polymask.data.corpus import prepare_corpus
-    from polymask.data.masking import maskable_positions, sample_mask
-    from polymask.modalities import build_modality
-    from polymask.training.runtime import step_generator
-
-    run = build_run_config(checkpoint.config)
-    corpus = prepare_corpus(build_modality(run.modality), checkpoint.tokenizer, data, column=None,
-                            max_len=run.data.max_len, val_fraction=0.0, max_val_records=0, seed=seed,
-                            cache_dir=run.data.resolved_cache_dir(), strict=False)
-    store = corpus.train
-    lengths = store.lengths[:max_sequences]
-    for index, indices in enumerate(BatchSampler(lengths, batch_size, seed, "bucket", shuffle=False).epoch(0)):
-        batch = collate([store[int(i)] for i in indices], objective.specials.pad)
-        maskable = maskable_positions(batch.input_ids, objective.special_ids)
-        generator = step_generator(seed, index, 0, SEMANTICS_STREAM)
-        yield batch, sample_mask(maskable, mask_ratio, generator, objective.mask_span)
 
 
 def measure_checkpoint(path: Path, data: list[Path], mask_ratio: float, seed: int, batch_size: int,
@@ -168,13 +143,6 @@ def _handle(args: argparse.Namespace) -> int:
 def add_parser(sub: argparse._SubParsersAction) -> None:
     parser = sub.add_parser("semantics", help="prediction entropy and top-k accuracy at masked positions",
                             description=__doc__.split("\n\n")[1])
-    parser.add_argument("--checkpoint", type=Path, action="append", required=True,
-                        help="run or checkpoint folder (repeat to compare, e.g. an MLM and an ExLM run)")
-    parser.add_argument("--data", type=Path, nargs="+", required=True, help="held-out corpus files")
-    parser.add_argument("--out", type=Path, default=Path("runs/analysis/semantics"), help="folder for the .json/.png")
-    parser.add_argument("--mask-ratio", type=float, default=0.15, help="fraction of maskable tokens masked")
-    parser.add_argument("--seed", type=int, default=0, help="seed of the masks (the same for every checkpoint)")
-    parser.add_argument("--batch-size", type=int, default=32)
-    parser.add_argument("--max-sequences", type=int, default=2000, help="cap on sequences read from --data")
+    add_masked_input_arguments(parser, "semantics", "an MLM and an ExLM run")
     parser.add_argument("--top-k", default=",".join(map(str, DEFAULT_TOP_K)), help="comma-separated k values")
     parser.set_defaults(handler=_handle)

@@ -15,6 +15,7 @@ from pydantic import Field
 from torch import Tensor, nn
 
 from polymask.data.batching import Batch
+from polymask.data.masking import maskable_positions, sample_mask
 from polymask.model.encoder import Encoder
 from polymask.schema import ComponentConfig
 from polymask.tokenization import SpecialIds
@@ -71,6 +72,12 @@ class Objective(nn.Module):
     def encoder_overrides(cls, config: ObjectiveConfig) -> dict[str, Any]:
         """Encoder settings this objective needs (e.g. ExLM's 2D positions)."""
         return {}
+
+    def select(self, batch: Batch, generator: torch.Generator) -> Tensor:
+        """The positions (B, L) this objective masks: ``mask_ratio`` of the maskable tokens, in spans of
+        ``mask_span`` (what happens to them — corrupted, removed, expanded — is the objective's business)."""
+        maskable = maskable_positions(batch.input_ids, self.special_ids)
+        return sample_mask(maskable, self.config.mask_ratio, generator, self.mask_span)
 
     def forward(self, batch: Batch, generator: torch.Generator) -> ObjectiveOutput:
         raise NotImplementedError

@@ -22,7 +22,6 @@ from pydantic import Field
 from torch import Tensor
 
 from polymask.data.batching import Batch
-from polymask.data.masking import maskable_positions, sample_mask
 from polymask.model.encoder import Encoder
 from polymask.objectives.base import LMHead, Objective, ObjectiveConfig, ObjectiveOutput
 from polymask.objectives.dag import dag_best_alignment, dag_log_likelihood
@@ -70,11 +69,6 @@ class ExLM(Objective):
     @classmethod
     def encoder_overrides(cls, config: ExLMConfig) -> dict[str, Any]:
         return {"rope_2d": config.rope_2d}
-
-    def select(self, batch: Batch, generator: torch.Generator) -> Tensor:
-        """The masked positions (B, L)."""
-        maskable = maskable_positions(batch.input_ids, self.special_ids)
-        return sample_mask(maskable, self.config.mask_ratio, generator, self.mask_span)
 
     def expand(self, batch: Batch, selected: Tensor) -> Expansion:
         """The expanded batch the encoder runs on."""

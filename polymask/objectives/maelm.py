@@ -14,7 +14,6 @@ from pydantic import Field
 from torch import Tensor
 
 from polymask.data.batching import Batch
-from polymask.data.masking import maskable_positions, sample_mask
 from polymask.model.encoder import Encoder
 from polymask.objectives.base import LMHead, Objective, ObjectiveConfig, ObjectiveOutput, token_loss
 from polymask.objectives.decoder import ShallowDecoder
@@ -48,11 +47,6 @@ class MAELM(Objective):
         self.decoder = ShallowDecoder(enc.d_model, width, layers, heads, 4 * width, config.decoder_dropout,
                                       enc.norm_eps, enc.rope_theta)
         self.head = LMHead(enc.d_model, encoder.embed, enc.norm_eps)
-
-    def select(self, batch: Batch, generator: torch.Generator) -> Tensor:
-        """The positions removed from the encoder's input (B, L)."""
-        maskable = maskable_positions(batch.input_ids, self.special_ids)
-        return sample_mask(maskable, self.config.mask_ratio, generator, self.mask_span)
 
     def predict(self, batch: Batch, selected: Tensor) -> Tensor:
         """Vocabulary logits (M, V) at the removed positions, in the order of ``input_ids[selected]``."""

@@ -5,7 +5,7 @@ import torch
 from pydantic import Field, model_validator
 
 from polymask.data.batching import Batch
-from polymask.data.masking import bert_corrupt, maskable_positions, sample_mask
+from polymask.data.masking import bert_corrupt
 from polymask.model.encoder import Encoder
 from polymask.objectives.base import LMHead, Objective, ObjectiveConfig, ObjectiveOutput, token_loss
 from polymask.objectives.registry import OBJECTIVES
@@ -35,15 +35,14 @@ class MaskedLM(Objective):
         super().__init__(config, encoder, specials, mask_span)
         self.head = LMHead(encoder.config.d_model, encoder.embed, encoder.config.norm_eps)
 
-    def select(self, batch: Batch, generator: torch.Generator) -> tuple[torch.Tensor, torch.Tensor]:
+    def corrupt(self, batch: Batch, generator: torch.Generator) -> tuple[torch.Tensor, torch.Tensor]:
         """The selected positions (B, L) and the corrupted input ids."""
-        maskable = maskable_positions(batch.input_ids, self.special_ids)
-        selected = sample_mask(maskable, self.config.mask_ratio, generator, self.mask_span)
+        selected = self.select(batch, generator)
         corrupted = bert_corrupt(batch.input_ids, selected, self.specials.mask, self.random_pool, generator,
                                  self.config.mask_prob, self.config.random_prob)
         return selected, corrupted
 
     def forward(self, batch: Batch, generator: torch.Generator) -> ObjectiveOutput:
-        selected, corrupted = self.select(batch, generator)
+        selected, corrupted = self.corrupt(batch, generator)
         hidden = self.encoder(corrupted, attention_mask=batch.attention_mask)
         return token_loss(self.head(hidden[selected]), batch.input_ids[selected])

@@ -1,0 +1,52 @@
+"""What the masked-input analyses share: held-out batches with masks fixed by a seed (the same for every
+checkpoint), and their command-line options."""
+from __future__ import annotations
+
+import argparse
+from pathlib import Path
+from typing import TYPE_CHECKING, Iterator
+
+if TYPE_CHECKING:  # kept out of the import so that building the CLI parser stays light
+    from torch import Tensor
+
+    from polymask.data.batching import Batch
+    from polymask.objectives import Objective
+    from polymask.training.checkpoint import LoadedCheckpoint
+
+MASK_STREAM = 7
+
+
+def masked_batches(checkpoint: "LoadedCheckpoint", objective: "Objective", data: list[Path], mask_ratio: float,
+                   seed: int, batch_size: int, max_sequences: int) -> Iterator[tuple["Batch", "Tensor"]]:
+    """Batches of ``data`` (read through the checkpoint's modality and tokenizer, the first
+    ``max_sequences`` sequences, in length order) and their masked positions, fixed by ``seed``."""
+    from polymask.config import build_run_config
+    from polymask.data.batching import BatchSampler, collate
+    from polymask.data.corpus import prepare_corpus
+    from polymask.data.masking import maskable_positions, sample_mask
+    from polymask.modalities import build_modality
+    from polymask.training.runtime import step_generator
+
+    run = build_run_config(checkpoint.config)
+    corpus = prepare_corpus(build_modality(run.modality), checkpoint.tokenizer, data, column=None,
+                            max_len=run.data.max_len, val_fraction=0.0, max_val_records=0, seed=seed,
+                            cache_dir=run.data.resolved_cache_dir(), strict=False)
+    store = corpus.train
+    lengths = store.lengths[:max_sequences]
+    for index, indices in enumerate(BatchSampler(lengths, batch_size, seed, "bucket", shuffle=False).epoch(0)):
+        batch = collate([store[int(i)] for i in indices], objective.specials.pad)
+        maskable = maskable_positions(batch.input_ids, objective.special_ids)
+        generator = step_generator(seed, index, 0, MASK_STREAM)
+        yield batch, sample_mask(maskable, mask_ratio, generator, objective.mask_span)
+
+
+def add_masked_input_arguments(parser: argparse.ArgumentParser, name: str, example: str) -> None:
+    """--checkpoint, --data, --out and the masking options of ``polymask analyze <name>``."""
+    parser.add_argument("--checkpoint", type=Path, action="append", required=True,
+                        help=f"run or checkpoint folder (repeat to compare, e.g. {example})")
+    parser.add_argument("--data", type=Path, nargs="+", required=True, help="held-out corpus files")
+    parser.add_argument("--out", type=Path, default=Path(f"runs/analysis/{name}"), help="folder for the outputs")
+    parser.add_argument("--mask-ratio", type=float, default=0.15, help="fraction of maskable tokens masked")
+    parser.add_argument("--seed", type=int, default=0, help="seed of the masks (the same for every checkpoint)")
+    parser.add_argument("--batch-size", type=int, default=32)
+    parser.add_argument("--max-sequences", type=int, default=2000, help="cap on sequences read from --data")
