@@ -22,7 +22,7 @@ import torch
 
 from polymask.bench_measure import matmul_peak, measure
 from polymask.bench_systems import hf_bert_system, polymask_system
-from polymask.training.runtime import resolve_device
+from polymask.training.runtime import precision_used, resolve_device
 
 
 @dataclass(frozen=True)
@@ -39,9 +39,11 @@ class RowSpec:
         return f"polymask {self.objective}" if self.system == "polymask" else "HF BertForMaskedLM"
 
 
-def row_specs(objectives: tuple[str, ...], mask_ratios: tuple[float, ...]) -> list[RowSpec]:
-    """Each objective at each mask ratio (precision ``auto``), polymask MLM and HF in fp32, HF in bf16."""
-    specs = [RowSpec("polymask", objective, "auto", ratio) for objective in objectives for ratio in mask_ratios]
+def row_specs(objectives: tuple[str, ...], mask_ratios: tuple[float, ...], auto_precision: str) -> list[RowSpec]:
+    """Each objective at each mask ratio (at ``auto_precision``, what ``auto`` resolved to once for the whole
+    bench), the first objective and HF in fp32, HF in bf16."""
+    specs = [RowSpec("polymask", objective, auto_precision, ratio)
+             for objective in objectives for ratio in mask_ratios]
     specs.append(RowSpec("polymask", objectives[0], "fp32", mask_ratios[0]))
     specs += [RowSpec("hf", "mlm", precision, mask_ratios[0]) for precision in ("fp32", "bf16")]
     return specs
@@ -69,7 +71,7 @@ def run_bench(modality: str = "smiles", preset: str = "mini", batch_size: int = 
     peaks = {"fp32": matmul_peak(target, torch.float32), "bf16": matmul_peak(target, torch.bfloat16)}
     with multiprocessing.get_context("spawn").Pool(1, maxtasksperchild=1) as pool:
         rows = [pool.apply(measure_row, (spec, modality, preset, batch_size, max_len, warmup, steps, flop_steps))
-                for spec in row_specs(objectives, mask_ratios)]
+                for spec in row_specs(objectives, mask_ratios, precision_used(target, "auto"))]
     baseline = next(r for r in rows if r["system"].startswith("HF") and r["precision"] == "fp32")
     for row in rows:
         row["vs_hf_fp32"] = row["real_tokens_per_s"] / baseline["real_tokens_per_s"]
