@@ -1,4 +1,4 @@
-"""Metrics against scikit-learn/scipy on fixed predictions; heads mask missing labels."""
+"""Metrics against scikit-learn/scipy on fixed predictions; heads mask missing labels; report task averages."""
 import numpy as np
 import torch
 from scipy import stats
@@ -6,6 +6,7 @@ from sklearn import metrics as skm
 
 from polymask.tasks.heads import BinaryHead, RegressionHead
 from polymask.tasks.metrics import METRICS, better, score
+from polymask.tasks.report import _task_average
 
 RNG = np.random.default_rng(0)
 
@@ -64,3 +65,10 @@ def test_regression_head_standardises_and_reports_original_units():
     assert np.allclose(head.predict(torch.zeros(2, 1)), 20.0)
     zero_loss = head.loss(torch.tensor([[-1.2247449], [0.0], [1.2247449]]), torch.tensor(train, dtype=torch.float32))
     assert zero_loss < 1e-6
+
+
+def test_task_average_carries_the_seed_spread_of_per_seed_averages():
+    rows = [{"rmse_mean": 1.5, "rmse_values": [1.0, 2.0]}, {"rmse_mean": 3.5, "rmse_values": [3.0, 4.0]}]
+    assert _task_average(rows, "rmse") == "2.500 ± 0.500"  # per-seed averages 2.0 and 3.0
+    single = [{"rmse_mean": 1.0, "rmse_values": [1.0]}, {"rmse_mean": 3.0, "rmse_values": [3.0]}]
+    assert _task_average(single, "rmse") == "2.000"

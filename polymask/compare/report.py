@@ -44,10 +44,25 @@ def _verdict(values: list[float], baseline: list[float], higher_is_better: bool)
     return ("better" if better else "worse"), p_value
 
 
+def _with_task_averages(scores: dict[tuple[str, str], list[float]],
+                        metric_of: dict[str, str]) -> dict[tuple[str, str], list[float]]:
+    """Adds a ``mean/<metric>`` pseudo-task per metric shared by several tasks: per seed, the average over
+    those tasks, so its spread and verdict are over seeds like a task's."""
+    averaged = dict(scores)
+    for metric in [m for m in dict.fromkeys(metric_of.values()) if list(metric_of.values()).count(m) > 1]:
+        tasks = [t for t, m in metric_of.items() if m == metric]
+        for objective in dict.fromkeys(o for o, _ in scores):
+            values = [scores.get((objective, t)) for t in tasks]
+            if all(v is not None for v in values) and len({len(v) for v in values}) == 1:
+                averaged[(objective, f"mean/{metric}")] = np.mean(values, axis=0).tolist()
+                metric_of[f"mean/{metric}"] = metric
+    return averaged
+
+
 def benchmark_rows(benchmark: str, folder: Path, runs: list[dict[str, Any]], baseline: str) -> list[dict[str, Any]]:
     results = json.loads((folder / "results.json").read_text())
-    scores = _objective_scores(results, runs)
     metric_of = {cell["task"]: cell["metric"] for cell in results["cells"]}
+    scores = _with_task_averages(_objective_scores(results, runs), metric_of)
     rows = []
     for (objective, task), values in scores.items():
         higher = METRICS[metric_of[task]].higher_is_better
@@ -85,6 +100,14 @@ def _plot_curves(runs: list[dict[str, Any]], path: Path) -> None:
     plt.close(figure)
 
 
+def _column(task: str, metric: str) -> str:
+    return f"mean ({metric})" if task.startswith("mean/") else f"{task.split('/')[-1]} ({metric})"
+
+
+def _threads(count: int) -> str:
+    return f"{count} thread" + ("" if count == 1 else "s")
+
+
 def write_compare_report(out: Path, modality: str, budget: Budget, runs: list[dict[str, Any]],
                          benchmarks: dict[str, Path], analyses: dict[str, Any], wall_time: float) -> Path:
     objectives = list(dict.fromkeys(run["objective"] for run in runs))
@@ -93,7 +116,7 @@ def write_compare_report(out: Path, modality: str, budget: Budget, runs: list[di
     lines = [f"# polymask compare: {modality}, {', '.join(objectives)}", "",
              f"- Budget: {budget.describe()} (matched in {budget.kind}).",
              f"- Pretraining runs: {', '.join(Path(run['run_dir']).name for run in runs)}.",
-             f"- Machine: {machine()['device']}, {machine()['threads']} threads. Compute: pretraining "
+             f"- Machine: {machine()['device']}, {_threads(machine()['threads'])} in this invocation. Compute: pretraining "
              f"{sum(run['train_time_s'] for run in runs) / 60:.0f} min, benchmark cells {_cell_minutes(benchmarks):.0f} min "
              f"(summed over runs and cells); this invocation {wall_time / 60:.1f} min, reusing finished pieces.",
              "", "## Pretraining", "",
@@ -113,9 +136,10 @@ def write_compare_report(out: Path, modality: str, budget: Budget, runs: list[di
         tasks = list(dict.fromkeys(r["task"] for r in table))
         lines += [f"## {benchmark}", "", f"Test scores per objective: mean ± std over "
                   f"{'pretraining' if len(runs) > len(objectives) else 'fine-tuning'} seeds; "
-                  f"vs {baseline}: Welch's t-test, 'within noise' when p >= {NOISE_P}. Full table with reference "
+                  f"vs {baseline}: Welch's t-test, 'within noise' when p >= {NOISE_P}; a mean column averages a metric's "
+                  f"tasks per seed. Full table with reference "
                   f"rows: [{folder.name}/results.md]({folder.name}/results.md).", "",
-                  "| objective | " + " | ".join(f"{t.split('/')[-1]} ({next(r['metric'] for r in table if r['task'] == t)})"
+                  "| objective | " + " | ".join(_column(t, next(r["metric"] for r in table if r["task"] == t))
                                                 for t in tasks) + " |",
                   "|---|" + "---|" * len(tasks)]
         for objective in dict.fromkeys(r["objective"] for r in table):

@@ -21,6 +21,16 @@ def _cell(row: dict[str, Any] | None, metric: str) -> str:
     return f"{mean:.3f} ± {std:.3f}" if row["seeds"] > 1 else f"{mean:.3f}"
 
 
+def _task_average(rows: list[dict[str, Any]], metric: str) -> str:
+    """Mean of ``metric`` over tasks, ± the std over seeds of the per-seed task averages (when every task has
+    the same seeds)."""
+    seeds = {len(r[f"{metric}_values"]) for r in rows}
+    if len(seeds) != 1 or seeds == {1}:
+        return f"{np.nanmean([r[f'{metric}_mean'] for r in rows]):.3f}"
+    per_seed = np.nanmean(np.array([r[f"{metric}_values"] for r in rows], dtype=float), axis=0)
+    return f"{per_seed.mean():.3f} ± {per_seed.std():.3f}"
+
+
 def _main_table(rows: list[dict[str, Any]], systems: list[str], tasks: list[str]) -> list[str]:
     by_key = {(r["system"], r["task"]): r for r in rows}
     metrics = {r["task"]: (r["metric"], r["higher_is_better"]) for r in rows}
@@ -45,8 +55,8 @@ def _main_table(rows: list[dict[str, Any]], systems: list[str], tasks: list[str]
             text = _cell(by_key.get((system, task)), metrics[task][0])
             cells.append(f"**{text}**" if best.get(task) == system else text)
         for metric, members in summaries.items():
-            values = [by_key[(system, t)][f"{metric}_mean"] for t in members if (system, t) in by_key]
-            cells.append(f"{np.nanmean(values):.3f}" if len(values) == len(members) else "–")
+            present = [by_key[(system, t)] for t in members if (system, t) in by_key]
+            cells.append(_task_average(present, metric) if len(present) == len(members) else "–")
         lines.append(f"| {system} | " + " | ".join(cells) + " |")
     return lines
 
@@ -113,7 +123,8 @@ def write_report(out: Path, title: str, rows: list[dict[str, Any]], results: dic
     lines = [f"# {title}", "",
              f"Scores on each task's evaluation set (Tasks: evaluated on) at the best validation epoch, mean ± std "
              f"over seeds {results['seeds']}; "
-             f"best per column in bold. Wall time {results['wall_time_s']} s (cells run in this invocation).", ""]
+             f"best per column in bold; a mean column averages the tasks of one metric (± the std over seeds of the "
+             f"per-seed averages). Wall time {results['wall_time_s']} s (cells run in this invocation).", ""]
     lines += [f"- {key}: {value}" for key, value in settings.items()] + [""]
     lines += _main_table(rows, systems, tasks) + _further_metrics(rows, systems, tasks)
     lines += ["", "## Tasks", "", "| task | split | evaluated on | metric | train / valid / test | invalid inputs "
