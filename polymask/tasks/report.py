@@ -124,7 +124,8 @@ def write_report(out: Path, title: str, rows: list[dict[str, Any]], results: dic
              f"Scores on each task's evaluation set (Tasks: evaluated on) at the best validation epoch, mean ± std "
              f"over seeds {results['seeds']}; "
              f"best per column in bold; a mean column averages the tasks of one metric (± the std over seeds of the "
-             f"per-seed averages). Wall time {results['wall_time_s']} s (cells run in this invocation).", ""]
+             f"per-seed averages). Wall time {results['wall_time_s']} s (cells run in this invocation); fine-tuning compute "
+             f"{sum(cell.get('time_s', 0.0) for cell in results['cells']) / 60:.1f} min summed over all cells.", ""]
     lines += [f"- {key}: {value}" for key, value in settings.items()] + [""]
     lines += _main_table(rows, systems, tasks) + _further_metrics(rows, systems, tasks)
     lines += ["", "## Tasks", "", "| task | split | evaluated on | metric | train / valid / test | invalid inputs "
