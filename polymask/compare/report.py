@@ -5,6 +5,7 @@ from __future__ import annotations
 import csv
 import json
 import math
+from collections import Counter
 from pathlib import Path
 from typing import Any
 
@@ -14,6 +15,7 @@ from scipy import stats
 from polymask.bench import machine
 from polymask.compare.budget import Budget
 from polymask.tasks.metrics import METRICS
+from polymask.tasks.report import cell_minutes, seed_averages
 
 NOISE_P = 0.05
 
@@ -44,25 +46,29 @@ def _verdict(values: list[float], baseline: list[float], higher_is_better: bool)
     return ("better" if better else "worse"), p_value
 
 
-def _with_task_averages(scores: dict[tuple[str, str], list[float]],
-                        metric_of: dict[str, str]) -> dict[tuple[str, str], list[float]]:
-    """Adds a ``mean/<metric>`` pseudo-task per metric shared by several tasks: per seed, the average over
-    those tasks, so its spread and verdict are over seeds like a task's."""
-    averaged = dict(scores)
-    for metric in [m for m in dict.fromkeys(metric_of.values()) if list(metric_of.values()).count(m) > 1]:
+def _task_averages(scores: dict[tuple[str, str], list[float]],
+                   metric_of: dict[str, str]) -> dict[tuple[str, str], list[float]]:
+    """A ``mean/<metric>`` pseudo-task per metric shared by several tasks: per seed, the average over those
+    tasks, so its spread and verdict are over seeds like a task's."""
+    shared = [metric for metric, count in Counter(metric_of.values()).items() if count > 1]
+    averages = {}
+    for metric in shared:
         tasks = [t for t, m in metric_of.items() if m == metric]
         for objective in dict.fromkeys(o for o, _ in scores):
-            values = [scores.get((objective, t)) for t in tasks]
-            if all(v is not None for v in values) and len({len(v) for v in values}) == 1:
-                averaged[(objective, f"mean/{metric}")] = np.mean(values, axis=0).tolist()
-                metric_of[f"mean/{metric}"] = metric
-    return averaged
+            if all((objective, t) in scores for t in tasks):
+                per_seed = seed_averages([scores[(objective, t)] for t in tasks])
+                if per_seed is not None:
+                    averages[(objective, f"mean/{metric}")] = per_seed.tolist()
+    return averages
 
 
-def benchmark_rows(benchmark: str, folder: Path, runs: list[dict[str, Any]], baseline: str) -> list[dict[str, Any]]:
-    results = json.loads((folder / "results.json").read_text())
+def benchmark_rows(benchmark: str, results: dict[str, Any], runs: list[dict[str, Any]],
+                   baseline: str) -> list[dict[str, Any]]:
+    """Per (objective, task) and per task average: mean, std and the verdict against ``baseline``."""
     metric_of = {cell["task"]: cell["metric"] for cell in results["cells"]}
-    scores = _with_task_averages(_objective_scores(results, runs), metric_of)
+    scores = _objective_scores(results, runs)
+    scores.update(_task_averages(scores, metric_of))
+    metric_of.update({task: task.split("/", 1)[1] for _, task in scores if task.startswith("mean/")})
     rows = []
     for (objective, task), values in scores.items():
         higher = METRICS[metric_of[task]].higher_is_better
@@ -72,12 +78,6 @@ def benchmark_rows(benchmark: str, folder: Path, runs: list[dict[str, Any]], bas
                      "mean": float(np.mean(values)), "std": float(np.std(values)), "n": len(values),
                      "vs_" + baseline: verdict, "p_value": p_value})
     return rows
-
-
-def _cell_minutes(benchmarks: dict[str, Path]) -> float:
-    """Fine-tuning time of every benchmark cell, however many invocations computed them."""
-    cells = [cell for folder in benchmarks.values() for cell in json.loads((folder / "results.json").read_text())["cells"]]
-    return sum(cell.get("time_s", 0.0) for cell in cells) / 60
 
 
 def _plot_curves(runs: list[dict[str, Any]], path: Path) -> None:
@@ -111,13 +111,15 @@ def _threads(count: int) -> str:
 def write_compare_report(out: Path, modality: str, budget: Budget, runs: list[dict[str, Any]],
                          benchmarks: dict[str, Path], analyses: dict[str, Any], wall_time: float) -> Path:
     objectives = list(dict.fromkeys(run["objective"] for run in runs))
+    results = {name: json.loads((folder / "results.json").read_text()) for name, folder in benchmarks.items()}
+    finetune_minutes = cell_minutes([cell for result in results.values() for cell in result["cells"]])
     baseline = "mlm" if "mlm" in objectives else objectives[0]
     _plot_curves(runs, out / "loss_curves.png")
     lines = [f"# polymask compare: {modality}, {', '.join(objectives)}", "",
              f"- Budget: {budget.describe()} (matched in {budget.kind}).",
              f"- Pretraining runs: {', '.join(Path(run['run_dir']).name for run in runs)}.",
              f"- Machine: {machine()['device']}, {_threads(machine()['threads'])} in this invocation. Compute: pretraining "
-             f"{sum(run['train_time_s'] for run in runs) / 60:.0f} min, benchmark cells {_cell_minutes(benchmarks):.0f} min "
+             f"{sum(run['train_time_s'] for run in runs) / 60:.0f} min, benchmark cells {finetune_minutes:.0f} min "
              f"(summed over runs and cells); this invocation {wall_time / 60:.1f} min, reusing finished pieces.",
              "", "## Pretraining", "",
              "| run | objective | steps | real tokens | train time (s) | tokens/s | final val loss | val accuracy |",
@@ -131,7 +133,7 @@ def write_compare_report(out: Path, modality: str, budget: Budget, runs: list[di
               "benchmarks below are.", "", "![validation loss](loss_curves.png)", ""]
     rows: list[dict[str, Any]] = []
     for benchmark, folder in benchmarks.items():
-        table = benchmark_rows(benchmark, folder, runs, baseline)
+        table = benchmark_rows(benchmark, results[benchmark], runs, baseline)
         rows += table
         tasks = list(dict.fromkeys(r["task"] for r in table))
         lines += [f"## {benchmark}", "", f"Test scores per objective: mean ± std over "

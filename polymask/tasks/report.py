@@ -21,13 +21,25 @@ def _cell(row: dict[str, Any] | None, metric: str) -> str:
     return f"{mean:.3f} ± {std:.3f}" if row["seeds"] > 1 else f"{mean:.3f}"
 
 
+def seed_averages(values: list[list[float]]) -> np.ndarray | None:
+    """Per seed, the average over tasks of one metric (``values``: a list per task, in seed order); None
+    when the tasks do not share the same seeds."""
+    if len({len(v) for v in values}) != 1:
+        return None
+    return np.nanmean(np.array(values, dtype=float), axis=0)
+
+
+def cell_minutes(cells: list[dict[str, Any]]) -> float:
+    """Fine-tuning time of benchmark cells, however many invocations computed them."""
+    return sum(cell.get("time_s", 0.0) for cell in cells) / 60
+
+
 def _task_average(rows: list[dict[str, Any]], metric: str) -> str:
     """Mean of ``metric`` over tasks, ± the std over seeds of the per-seed task averages (when every task has
     the same seeds)."""
-    seeds = {len(r[f"{metric}_values"]) for r in rows}
-    if len(seeds) != 1 or seeds == {1}:
+    per_seed = seed_averages([r[f"{metric}_values"] for r in rows])
+    if per_seed is None or len(per_seed) == 1:
         return f"{np.nanmean([r[f'{metric}_mean'] for r in rows]):.3f}"
-    per_seed = np.nanmean(np.array([r[f"{metric}_values"] for r in rows], dtype=float), axis=0)
     return f"{per_seed.mean():.3f} ± {per_seed.std():.3f}"
 
 
@@ -125,7 +137,7 @@ def write_report(out: Path, title: str, rows: list[dict[str, Any]], results: dic
              f"over seeds {results['seeds']}; "
              f"best per column in bold; a mean column averages the tasks of one metric (± the std over seeds of the "
              f"per-seed averages). Wall time {results['wall_time_s']} s (cells run in this invocation); fine-tuning compute "
-             f"{sum(cell.get('time_s', 0.0) for cell in results['cells']) / 60:.1f} min summed over all cells.", ""]
+             f"{cell_minutes(results['cells']):.1f} min summed over all cells.", ""]
     lines += [f"- {key}: {value}" for key, value in settings.items()] + [""]
     lines += _main_table(rows, systems, tasks) + _further_metrics(rows, systems, tasks)
     lines += ["", "## Tasks", "", "| task | split | evaluated on | metric | train / valid / test | invalid inputs "
