@@ -5,6 +5,7 @@ from __future__ import annotations
 import csv
 import json
 import math
+import warnings
 from collections import Counter
 from pathlib import Path
 from typing import Any
@@ -37,28 +38,46 @@ def _objective_scores(results: dict[str, Any], runs: list[dict[str, Any]]) -> di
 
 def _verdict(values: list[float], baseline: list[float], higher_is_better: bool) -> tuple[str, float]:
     """Better / worse than the baseline, or within seed noise (Welch's t-test, p >= 0.05)."""
+    if np.isnan(values).any() or np.isnan(baseline).any():
+        return "n/a (undefined score)", float("nan")
     if len(values) < 2 or len(baseline) < 2:
         return "n/a (one seed)", float("nan")
-    p_value = float(stats.ttest_ind(values, baseline, equal_var=False).pvalue)
+    if np.ptp(values) == 0 and np.ptp(baseline) == 0:
+        return ("within noise" if values[0] == baseline[0] else "n/a (no seed variance)"), float("nan")
+    with warnings.catch_warnings():  # near-identical scores: scipy warns and returns nan, handled below
+        warnings.simplefilter("ignore", RuntimeWarning)
+        p_value = float(stats.ttest_ind(values, baseline, equal_var=False).pvalue)
     if math.isnan(p_value) or p_value >= NOISE_P:
         return "within noise", p_value
     better = np.mean(values) > np.mean(baseline) if higher_is_better else np.mean(values) < np.mean(baseline)
     return ("better" if better else "worse"), p_value
 
 
+GLUE_SCORE = "glue score"
+
+
+def _average_groups(benchmark: str, metric_of: dict[str, str]) -> dict[str, list[str]]:
+    """Pseudo-task -> the tasks it averages: one per metric shared by several tasks, and for several GLUE
+    tasks a GLUE score (unweighted mean of each task's primary metric; the leaderboard's score also
+    averages MRPC's and STS-B's second metrics)."""
+    groups = {f"mean/{metric}": [t for t, m in metric_of.items() if m == metric]
+              for metric, count in Counter(metric_of.values()).items() if count > 1}
+    if benchmark == "glue" and len(metric_of) > 1:
+        groups[f"mean/{GLUE_SCORE}"] = list(metric_of)
+    return groups
+
+
 def _task_averages(scores: dict[tuple[str, str], list[float]],
-                   metric_of: dict[str, str]) -> dict[tuple[str, str], list[float]]:
-    """A ``mean/<metric>`` pseudo-task per metric shared by several tasks: per seed, the average over those
-    tasks, so its spread and verdict are over seeds like a task's."""
-    shared = [metric for metric, count in Counter(metric_of.values()).items() if count > 1]
+                   groups: dict[str, list[str]]) -> dict[tuple[str, str], list[float]]:
+    """Per pseudo-task and objective: per seed, the average over its tasks, so its spread and verdict are
+    over seeds like a task's."""
     averages = {}
-    for metric in shared:
-        tasks = [t for t, m in metric_of.items() if m == metric]
+    for name, tasks in groups.items():
         for objective in dict.fromkeys(o for o, _ in scores):
             if all((objective, t) in scores for t in tasks):
                 per_seed = seed_averages([scores[(objective, t)] for t in tasks])
                 if per_seed is not None:
-                    averages[(objective, f"mean/{metric}")] = per_seed.tolist()
+                    averages[(objective, name)] = per_seed.tolist()
     return averages
 
 
@@ -67,11 +86,12 @@ def benchmark_rows(benchmark: str, results: dict[str, Any], runs: list[dict[str,
     """Per (objective, task) and per task average: mean, std and the verdict against ``baseline``."""
     metric_of = {cell["task"]: cell["metric"] for cell in results["cells"]}
     scores = _objective_scores(results, runs)
-    scores.update(_task_averages(scores, metric_of))
-    metric_of.update({task: task.split("/", 1)[1] for _, task in scores if task.startswith("mean/")})
+    groups = _average_groups(benchmark, metric_of)
+    scores.update(_task_averages(scores, groups))
+    metric_of.update({name: name.split("/", 1)[1] for name in groups})
     rows = []
     for (objective, task), values in scores.items():
-        higher = METRICS[metric_of[task]].higher_is_better
+        higher = metric_of[task] == GLUE_SCORE or METRICS[metric_of[task]].higher_is_better
         verdict, p_value = ("baseline", float("nan")) if objective == baseline else \
             _verdict(values, scores.get((baseline, task), []), higher)
         rows.append({"benchmark": benchmark, "task": task, "metric": metric_of[task], "objective": objective,
@@ -102,6 +122,14 @@ def _plot_curves(runs: list[dict[str, Any]], path: Path) -> None:
 
 def _column(task: str, metric: str) -> str:
     return f"mean ({metric})" if task.startswith("mean/") else f"{task.split('/')[-1]} ({metric})"
+
+
+def _score_cell(row: dict[str, Any] | None, baseline: str) -> str:
+    if row is None:
+        return "–"
+    if math.isnan(row["mean"]):
+        return "n/a (undefined score)"
+    return f"{row['mean']:.3f} ± {row['std']:.3f} ({row['vs_' + baseline]})"
 
 
 def _threads(count: int) -> str:
@@ -148,7 +176,7 @@ def write_compare_report(out: Path, modality: str, budget: Budget, runs: list[di
             cells = []
             for task in tasks:
                 row = next((r for r in table if r["objective"] == objective and r["task"] == task), None)
-                cells.append("–" if row is None else f"{row['mean']:.3f} ± {row['std']:.3f} ({row['vs_' + baseline]})")
+                cells.append(_score_cell(row, baseline))
             lines.append(f"| {objective} | " + " | ".join(cells) + " |")
         lines += ["", f"![{benchmark}]({folder.name}/results.png)", ""]
     if "rank" in analyses:

@@ -85,8 +85,9 @@ def aggregate(results: dict[str, Any]) -> list[dict[str, Any]]:
                **{k: cells[0][k] for k in ("split", "n_train", "n_valid", "n_test", "skipped", "truncated")}}
         for name in cells[0]["test"]:
             values = np.array([c["test"][name] for c in cells], dtype=float)
-            row[f"{name}_mean"] = float(np.nanmean(values)) if not np.isnan(values).all() else float("nan")
-            row[f"{name}_std"] = float(np.nanstd(values)) if len(values) > 1 else 0.0
+            finite = values[~np.isnan(values)]
+            row[f"{name}_mean"] = float(finite.mean()) if finite.size else float("nan")
+            row[f"{name}_std"] = float(finite.std()) if finite.size > 1 else (0.0 if finite.size else float("nan"))
             row[f"{name}_values"] = values.tolist()
         row["higher_is_better"] = METRICS[row["metric"]].higher_is_better
         rows.append(row)

@@ -22,11 +22,11 @@ def _cell(row: dict[str, Any] | None, metric: str) -> str:
 
 
 def seed_averages(values: list[list[float]]) -> np.ndarray | None:
-    """Per seed, the average over tasks of one metric (``values``: a list per task, in seed order); None
-    when the tasks do not share the same seeds."""
+    """Per seed, the average over tasks of one metric (``values``: a list per task, in seed order; NaN where a
+    task's score is undefined); None when the tasks do not share the same seeds."""
     if len({len(v) for v in values}) != 1:
         return None
-    return np.nanmean(np.array(values, dtype=float), axis=0)
+    return np.array(values, dtype=float).mean(axis=0)
 
 
 def cell_minutes(cells: list[dict[str, Any]]) -> float:
@@ -39,8 +39,9 @@ def _task_average(rows: list[dict[str, Any]], metric: str) -> str:
     the same seeds)."""
     per_seed = seed_averages([r[f"{metric}_values"] for r in rows])
     if per_seed is None or len(per_seed) == 1:
-        return f"{np.nanmean([r[f'{metric}_mean'] for r in rows]):.3f}"
-    return f"{per_seed.mean():.3f} ± {per_seed.std():.3f}"
+        mean = float(np.mean([r[f"{metric}_mean"] for r in rows]))
+        return "n/a" if math.isnan(mean) else f"{mean:.3f}"
+    return "n/a" if np.isnan(per_seed).any() else f"{per_seed.mean():.3f} ± {per_seed.std():.3f}"
 
 
 def _main_table(rows: list[dict[str, Any]], systems: list[str], tasks: list[str]) -> list[str]:
