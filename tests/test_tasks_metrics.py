@@ -68,7 +68,9 @@ def test_regression_head_standardises_and_reports_original_units():
 
 
 def test_task_average_carries_the_seed_spread_of_per_seed_averages():
-    rows = [{"rmse_mean": 1.5, "rmse_values": [1.0, 2.0]}, {"rmse_mean": 3.5, "rmse_values": [3.0, 4.0]}]
-    assert _task_average(rows, "rmse") == "2.500 ± 0.500"  # per-seed averages 2.0 and 3.0
-    single = [{"rmse_mean": 1.0, "rmse_values": [1.0]}, {"rmse_mean": 3.0, "rmse_values": [3.0]}]
-    assert _task_average(single, "rmse") == "2.000"
+    rows = [{"metric": "rmse", "rmse_mean": 1.5, "rmse_values": [1.0, 2.0]},
+            {"metric": "rmse", "rmse_mean": 3.5, "rmse_values": [3.0, 4.0]}]
+    assert _task_average(rows) == "2.500 ± 0.500"  # per-seed averages 2.0 and 3.0
+    single = [{"metric": "rmse", "rmse_mean": 1.0, "rmse_values": [1.0]},
+              {"metric": "rmse", "rmse_mean": 3.0, "rmse_values": [3.0]}]
+    assert _task_average(single) == "2.000"

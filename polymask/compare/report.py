@@ -6,7 +6,6 @@ import csv
 import json
 import math
 import warnings
-from collections import Counter
 from pathlib import Path
 from typing import Any
 
@@ -16,7 +15,7 @@ from scipy import stats
 from polymask.bench import machine
 from polymask.compare.budget import Budget
 from polymask.tasks.metrics import METRICS
-from polymask.tasks.report import cell_minutes, seed_averages
+from polymask.tasks.report import average_groups, cell_minutes, seed_averages
 
 NOISE_P = 0.05
 
@@ -53,20 +52,6 @@ def _verdict(values: list[float], baseline: list[float], higher_is_better: bool)
     return ("better" if better else "worse"), p_value
 
 
-GLUE_SCORE = "glue score"
-
-
-def _average_groups(benchmark: str, metric_of: dict[str, str]) -> dict[str, list[str]]:
-    """Pseudo-task -> the tasks it averages: one per metric shared by several tasks, and for several GLUE
-    tasks a GLUE score (unweighted mean of each task's primary metric; the leaderboard's score also
-    averages MRPC's and STS-B's second metrics)."""
-    groups = {f"mean/{metric}": [t for t, m in metric_of.items() if m == metric]
-              for metric, count in Counter(metric_of.values()).items() if count > 1}
-    if benchmark == "glue" and len(metric_of) > 1:
-        groups[f"mean/{GLUE_SCORE}"] = list(metric_of)
-    return groups
-
-
 def _task_averages(scores: dict[tuple[str, str], list[float]],
                    groups: dict[str, list[str]]) -> dict[tuple[str, str], list[float]]:
     """Per pseudo-task and objective: per seed, the average over its tasks, so its spread and verdict are
@@ -86,14 +71,15 @@ def benchmark_rows(benchmark: str, results: dict[str, Any], runs: list[dict[str,
     """Per (objective, task) and per task average: mean, std and the verdict against ``baseline``."""
     metric_of = {cell["task"]: cell["metric"] for cell in results["cells"]}
     scores = _objective_scores(results, runs)
-    groups = _average_groups(benchmark, metric_of)
+    groups = {f"mean/{name}": members for name, members in average_groups(metric_of).items()}
     scores.update(_task_averages(scores, groups))
+    higher_of = {task: METRICS[metric].higher_is_better for task, metric in metric_of.items()}
+    higher_of.update({name: higher_of[members[0]] for name, members in groups.items()})
     metric_of.update({name: name.split("/", 1)[1] for name in groups})
     rows = []
     for (objective, task), values in scores.items():
-        higher = metric_of[task] == GLUE_SCORE or METRICS[metric_of[task]].higher_is_better
         verdict, p_value = ("baseline", float("nan")) if objective == baseline else \
-            _verdict(values, scores.get((baseline, task), []), higher)
+            _verdict(values, scores.get((baseline, task), []), higher_of[task])
         rows.append({"benchmark": benchmark, "task": task, "metric": metric_of[task], "objective": objective,
                      "mean": float(np.mean(values)), "std": float(np.std(values)), "n": len(values),
                      "vs_" + baseline: verdict, "p_value": p_value})

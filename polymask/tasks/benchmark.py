@@ -87,7 +87,7 @@ def aggregate(results: dict[str, Any]) -> list[dict[str, Any]]:
             values = np.array([c["test"][name] for c in cells], dtype=float)
             finite = values[~np.isnan(values)]
             row[f"{name}_mean"] = float(finite.mean()) if finite.size else float("nan")
-            row[f"{name}_std"] = float(finite.std()) if finite.size > 1 else (0.0 if finite.size else float("nan"))
+            row[f"{name}_std"] = float(finite.std()) if finite.size else float("nan")
             row[f"{name}_values"] = values.tolist()
         row["higher_is_better"] = METRICS[row["metric"]].higher_is_better
         rows.append(row)

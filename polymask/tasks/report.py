@@ -4,6 +4,7 @@ from __future__ import annotations
 import csv
 import json
 import math
+from collections import Counter
 from pathlib import Path
 from typing import Any
 
@@ -34,12 +35,27 @@ def cell_minutes(cells: list[dict[str, Any]]) -> float:
     return sum(cell.get("time_s", 0.0) for cell in cells) / 60
 
 
-def _task_average(rows: list[dict[str, Any]], metric: str) -> str:
-    """Mean of ``metric`` over tasks, ± the std over seeds of the per-seed task averages (when every task has
-    the same seeds)."""
-    per_seed = seed_averages([r[f"{metric}_values"] for r in rows])
+BENCHMARK_SCORES = {"glue": "glue score"}
+
+
+def average_groups(metric_of: dict[str, str]) -> dict[str, list[str]]:
+    """Mean columns (name -> the tasks averaged) for tasks with these primary metrics: one per metric shared by
+    several tasks, and over several tasks of a benchmark with a conventional score (GLUE: the unweighted mean of
+    each task's primary metric; the leaderboard also averages MRPC's and STS-B's second metrics)."""
+    groups = {metric: [t for t, m in metric_of.items() if m == metric]
+              for metric, count in Counter(metric_of.values()).items() if count > 1}
+    benchmarks = {task.split("/", 1)[0] for task in metric_of}
+    if len(metric_of) > 1 and len(benchmarks) == 1 and (score := BENCHMARK_SCORES.get(benchmarks.pop())):
+        groups[score] = list(metric_of)
+    return groups
+
+
+def _task_average(rows: list[dict[str, Any]]) -> str:
+    """Mean over tasks of each row's primary metric, ± the std over seeds of the per-seed task averages (when
+    every task has the same seeds)."""
+    per_seed = seed_averages([r[f"{r['metric']}_values"] for r in rows])
     if per_seed is None or len(per_seed) == 1:
-        mean = float(np.mean([r[f"{metric}_mean"] for r in rows]))
+        mean = float(np.mean([r[f"{r['metric']}_mean"] for r in rows]))
         return "n/a" if math.isnan(mean) else f"{mean:.3f}"
     return "n/a" if np.isnan(per_seed).any() else f"{per_seed.mean():.3f} ± {per_seed.std():.3f}"
 
@@ -48,12 +64,9 @@ def _main_table(rows: list[dict[str, Any]], systems: list[str], tasks: list[str]
     by_key = {(r["system"], r["task"]): r for r in rows}
     metrics = {r["task"]: (r["metric"], r["higher_is_better"]) for r in rows}
     tasks = [t for t in tasks if t in metrics]
-    groups: dict[str, list[str]] = {}
-    for task in tasks:
-        groups.setdefault(metrics[task][0], []).append(task)
-    summaries = {metric: members for metric, members in groups.items() if len(members) > 1}
+    summaries = average_groups({t: metrics[t][0] for t in tasks})
     header = ["system"] + [f"{t.split('/')[-1]} {metrics[t][0]} {ARROW[metrics[t][1]]}" for t in tasks]
-    header += [f"mean {metric} {ARROW[metrics[members[0]][1]]}" for metric, members in summaries.items()]
+    header += [f"mean {name} {ARROW[metrics[members[0]][1]]}" for name, members in summaries.items()]
     lines = ["| " + " | ".join(header) + " |", "|" + "---|" * len(header)]
     best = {}
     for task in tasks:
@@ -67,9 +80,9 @@ def _main_table(rows: list[dict[str, Any]], systems: list[str], tasks: list[str]
         for task in tasks:
             text = _cell(by_key.get((system, task)), metrics[task][0])
             cells.append(f"**{text}**" if best.get(task) == system else text)
-        for metric, members in summaries.items():
+        for members in summaries.values():
             present = [by_key[(system, t)] for t in members if (system, t) in by_key]
-            cells.append(_task_average(present, metric) if len(present) == len(members) else "–")
+            cells.append(_task_average(present) if len(present) == len(members) else "–")
         lines.append(f"| {system} | " + " | ".join(cells) + " |")
     return lines
 
@@ -136,7 +149,7 @@ def write_report(out: Path, title: str, rows: list[dict[str, Any]], results: dic
     lines = [f"# {title}", "",
              f"Scores on each task's evaluation set (Tasks: evaluated on) at the best validation epoch, mean ± std "
              f"over seeds {results['seeds']}; "
-             f"best per column in bold; a mean column averages the tasks of one metric (± the std over seeds of the "
+             f"best per column in bold; a mean column averages the tasks of one metric, or GLUE's tasks (± the std over seeds of the "
              f"per-seed averages). Wall time {results['wall_time_s']} s (cells run in this invocation); fine-tuning compute "
              f"{cell_minutes(results['cells']):.1f} min summed over all cells.", ""]
     lines += [f"- {key}: {value}" for key, value in settings.items()] + [""]
