@@ -32,6 +32,34 @@ def tiny_config(modality: str, out: Path, **train: Any) -> dict[str, Any]:
     }
 
 
+def attention_outputs(encoder: Any, input_ids: torch.Tensor, **kwargs: Any) -> torch.Tensor:
+    """What the first block's attention adds to the residual stream (positions enter only there),
+    computed with query/key/value weights scaled up so that attention is far from uniform.
+
+    Comparing these, relative to their own size, tests position handling whatever the scale of the
+    residual stream and of the attention logits at initialisation (an embedding LayerNorm makes the
+    stream ~50x larger than the blocks' first outputs, and BERT's init leaves attention near uniform,
+    so at random init the encoder's final states hardly move when positions change)."""
+    qkv = encoder.blocks[0].attn.qkv.weight
+    saved = qkv.detach().clone()
+    captured = []
+    handle = encoder.blocks[0].attn.register_forward_hook(lambda module, inputs, output: captured.append(output))
+    try:
+        with torch.no_grad():
+            qkv.mul_(6)  # attention logits of order 1: neither uniform nor saturated
+            encoder(input_ids, **kwargs)
+    finally:
+        handle.remove()
+        with torch.no_grad():
+            qkv.copy_(saved)
+    return captured[0]
+
+
+def differ(a: torch.Tensor, b: torch.Tensor, rel: float = 1e-2) -> bool:
+    """True when ``a`` and ``b`` differ by more than ``rel`` of their size."""
+    return bool((a - b).norm() > rel * max(a.norm(), b.norm()))
+
+
 @pytest.fixture
 def make_config():
     return tiny_config

@@ -2,6 +2,7 @@
 import pytest
 import torch
 
+from conftest import attention_outputs, differ
 from polymask.model import PRESETS, Encoder, EncoderConfig
 
 
@@ -50,7 +51,15 @@ def test_two_d_positions_with_zero_second_coordinate_leave_that_half_unrotated()
     two_d = torch.stack([one_d, torch.zeros_like(one_d)], dim=-1)
     assert torch.allclose(model(ids, position_ids=one_d), model(ids, position_ids=two_d), atol=1e-6)
     other = torch.stack([one_d, torch.tensor([[0, 1, 2, 0, 0, 0]])], dim=-1)
-    assert not torch.allclose(model(ids, position_ids=two_d), model(ids, position_ids=other), atol=1e-4)
+    assert differ(attention_outputs(model, ids, position_ids=two_d), attention_outputs(model, ids, position_ids=other))
+
+
+def test_embedding_norm_is_on_by_default_and_normalises_the_token_embeddings():
+    model = encoder()
+    assert EncoderConfig().embed_norm and isinstance(model.embed_norm, torch.nn.LayerNorm)
+    states = model(torch.randint(5, 50, (2, 7)), output_hidden_states=True)
+    assert torch.allclose(states[0].pow(2).mean(dim=-1), torch.ones(2, 7), atol=0.05)
+    assert isinstance(encoder(embed_norm=False).embed_norm, torch.nn.Identity)
 
 
 def test_hidden_states_per_layer():

@@ -1,5 +1,6 @@
 """ExLM's state expansion: the worked example of issue #4, padding, and what the encoder sees."""
 import torch
+from conftest import attention_outputs, differ
 
 from polymask.data.batching import collate
 from polymask.model import Encoder, EncoderConfig
@@ -55,9 +56,11 @@ def test_expanded_states_feed_the_vocabulary_projection_and_encoder_sees_2d_posi
     masked_per_row = selected.sum(dim=1)
     assert scores.log_probs.shape == (2, int(4 * (masked_per_row.max() + 2)), 40)
     assert scores.emissions.shape == (2, int(masked_per_row.max() + 2), scores.log_probs.shape[1])
-    # the k copies of a group differ only by their state index, so their hidden states differ
-    first_group = scores.log_probs[0, :4]
-    assert not torch.allclose(first_group[0], first_group[1])
+    # the k copies of a group differ only by their state index, so what attention adds to them differs
+    expansion = model.expand(batch, selected)
+    added = attention_outputs(encoder, expansion.input_ids, attention_mask=expansion.attention_mask,
+                              position_ids=expansion.position_ids(True))
+    assert differ(added[0, 0], added[0, 1]) and differ(added[0, 1], added[0, 2])
 
 
 def test_without_2d_rope_positions_run_over_the_expanded_sequence():

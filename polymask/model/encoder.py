@@ -38,6 +38,9 @@ class EncoderConfig(StrictModel):
     rope_theta: float = Field(10000.0, gt=0, description="rotary base")
     rope_2d: bool = Field(False, description="two position coordinates (ExLM): half of each head per coordinate")
     norm_eps: float = Field(1e-5, gt=0, description="LayerNorm epsilon")
+    embed_norm: bool = Field(
+        True, description="LayerNorm on the token embeddings before the first block (RoBERTa's, ModernBERT's); "
+                          "checkpoints written before it existed load with false")
 
     @model_validator(mode="before")
     @classmethod
@@ -66,6 +69,7 @@ class Encoder(nn.Module):
         self.vocab_size = vocab_size
         self.rope_sections = 2 if config.rope_2d else 1
         self.embed = nn.Embedding(vocab_size, config.d_model)
+        self.embed_norm = nn.LayerNorm(config.d_model, eps=config.norm_eps) if config.embed_norm else nn.Identity()
         self.drop = nn.Dropout(config.dropout)
         self.rotary = RotaryEmbedding(config.d_model // config.n_heads, config.rope_theta, self.rope_sections)
         self.blocks = nn.ModuleList(
@@ -104,7 +108,7 @@ class Encoder(nn.Module):
         Returns the final hidden states (B, L, D), or with ``output_hidden_states`` the list
         [embeddings, block 1, ..., block N (normed)].
         """
-        x = self.embed(input_ids) if inputs_embeds is None else inputs_embeds
+        x = self.embed_norm(self.embed(input_ids) if inputs_embeds is None else inputs_embeds)
         if position_ids is None:
             position_ids = torch.arange(x.shape[1], device=x.device).unsqueeze(0)
         rope = self.rotary(position_ids)

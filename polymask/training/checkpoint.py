@@ -201,6 +201,18 @@ class LoadedCheckpoint:
         return encoder
 
 
+def upgrade_legacy_configs(run_config: dict[str, Any], encoder_config: dict[str, Any]) -> None:
+    """Fill in, in place, the settings a checkpoint written before they existed was trained with.
+
+    ``embed_norm`` (the embedding LayerNorm) arrived after the first checkpoints: an encoder config
+    without the key was trained without the norm, and loads without it.
+    """
+    if "embed_norm" not in encoder_config:
+        encoder_config["embed_norm"] = False
+        if isinstance(run_config.get("model"), dict):
+            run_config["model"]["embed_norm"] = False
+
+
 def load_checkpoint(path: Path) -> LoadedCheckpoint:
     """Load (and verify) a checkpoint from a checkpoint or run folder."""
     folder = resolve_checkpoint(path)
@@ -210,6 +222,8 @@ def load_checkpoint(path: Path) -> LoadedCheckpoint:
     except (SafetensorError, OSError) as exc:
         raise CheckpointError(f"{folder}: unreadable model.safetensors ({exc})") from None
     encoder_meta = json.loads((folder / "encoder.json").read_text())
-    return LoadedCheckpoint(folder, weights, json.loads((folder / "config.json").read_text()),
+    run_config = json.loads((folder / "config.json").read_text())
+    upgrade_legacy_configs(run_config, encoder_meta["config"])
+    return LoadedCheckpoint(folder, weights, run_config,
                             EncoderConfig.model_validate(encoder_meta["config"]), encoder_meta["vocab_size"],
                             load_tokenizer(folder / "tokenizer.json"))

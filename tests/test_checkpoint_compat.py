@@ -1,0 +1,33 @@
+"""Checkpoints written by earlier versions of polymask still load, and load the way they were trained."""
+import shutil
+from pathlib import Path
+
+import torch
+
+from polymask.config import build_run_config
+from polymask.training.checkpoint import load_checkpoint
+from polymask.training.trainer import train
+
+LEGACY_RUN = Path(__file__).parent / "data" / "legacy_run"  # SMILES MLM, tiny, 2 steps, written by polymask 0.1.0
+
+
+def test_a_checkpoint_from_before_the_embedding_norm_loads_without_it():
+    checkpoint = load_checkpoint(LEGACY_RUN)
+    assert checkpoint.encoder_config.embed_norm is False
+    assert checkpoint.config["model"]["embed_norm"] is False
+    encoder = checkpoint.build_encoder().eval()
+    assert isinstance(encoder.embed_norm, torch.nn.Identity)
+    ids = checkpoint.tokenizer.encode("CCO").ids
+    assert torch.isfinite(encoder(torch.tensor([ids]))).all()
+    assert checkpoint.build_objective() is not None
+
+
+def test_a_legacy_run_resumes(tmp_path):
+    run = tmp_path / "legacy"
+    shutil.copytree(LEGACY_RUN, run)
+    config = load_checkpoint(run).config
+    config["train"].update(max_steps=4, progress=False, threads=1)
+    config["out"] = str(run)
+    summary = train(build_run_config(config), resume=run)
+    assert summary["steps"] == 4
+    assert load_checkpoint(run).encoder_config.embed_norm is False
