@@ -44,6 +44,18 @@ class DataConfig(StrictModel):
         return Path(os.environ.get("POLYMASK_CACHE", Path.home() / ".cache" / "polymask"))
 
 
+class CollapseConfig(StrictModel):
+    """When the trainer warns that a run has collapsed (``training/collapse.py``)."""
+
+    enabled: bool = Field(True, description="measure unigram accuracy and effective rank at each evaluation")
+    accuracy_margin: float = Field(
+        0.01, ge=0, description="alarm when val masked accuracy <= unigram accuracy + this margin")
+    min_rank: int = Field(4, ge=1, description="alarm when the effective rank (tau 0.9) of final hidden states is lower")
+    rank_tokens: int = Field(4096, ge=64, description="validation token vectors the rank is measured on")
+    after_step: int | None = Field(
+        None, ge=0, description="first step an alarm may fire; default: the end of the warm-up (at least step 1)")
+
+
 class TrainConfig(StrictModel):
     batch_size: int = Field(32, ge=1, description="sequences per micro-batch")
     grad_accum: int = Field(1, ge=1, description="micro-batches per optimiser step")
@@ -73,6 +85,7 @@ class TrainConfig(StrictModel):
         "ddp", description="multi-process strategy under torchrun: DistributedDataParallel or FSDP2 (fully_shard)")
     threads: int | None = Field(None, ge=1, description="CPU threads for torch; null: torch's default")
     progress: bool = Field(True, description="show a progress bar")
+    collapse: CollapseConfig = Field(default_factory=CollapseConfig, description="the collapse alarm")
 
 
 class RunConfig(StrictModel):

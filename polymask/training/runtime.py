@@ -89,3 +89,8 @@ def progress_bar(**kwargs: Any) -> tqdm:
     """A tqdm bar that refreshes twice a second on a terminal and every 30 s in a log file."""
     interactive = sys.stderr.isatty()
     return tqdm(mininterval=0.5 if interactive else 30.0, dynamic_ncols=True, **kwargs)
+
+
+def tqdm_write(line: str) -> None:
+    """Print a line to stderr without breaking an active progress bar."""
+    tqdm.write(line, file=sys.stderr)

@@ -59,7 +59,11 @@ def write_summary(trainer: "Trainer", last_eval: dict[str, Any], wall_time: floa
         "best_val_loss": state.best_val_loss,
         "final_val_loss": last_eval.get("val_loss"),
         "final_val_accuracy": last_eval.get("val_accuracy"),
+        "unigram_accuracy": None if trainer.collapse is None else trainer.collapse.unigram,
+        "final_val_rank": last_eval.get("val_rank"),
+        "collapsed": None if trainer.collapse is None else trainer.collapse.collapsed,
         "checkpoint": str(trainer.last_checkpoint),
+        "collapse": None if trainer.collapse is None else trainer.collapse.report(),
     }
     (trainer.run_dir / "summary.json").write_text(json.dumps(summary, indent=1))
     print(format_summary(summary))
@@ -68,11 +72,17 @@ def write_summary(trainer: "Trainer", last_eval: dict[str, Any], wall_time: floa
 
 def format_summary(summary: dict[str, Any]) -> str:
     """The summary as a two-column Markdown table."""
-    rows = [(key, value) for key, value in summary.items() if key != "skipped_examples"]
+    rows = [(key, value) for key, value in summary.items() if key not in ("skipped_examples", "collapse")]
     lines = ["| metric | value |", "|---|---|"]
     for key, value in rows:
         shown = f"{value:.4f}" if isinstance(value, float) and key.endswith(("loss", "accuracy")) else value
         lines.append(f"| {key} | {shown} |")
+    if summary.get("collapsed"):
+        lines.append("")
+        lines.append("WARNING: this run has collapsed (see 'collapse' in summary.json): "
+                     f"val masked accuracy {summary['final_val_accuracy']:.4f} against the unigram accuracy "
+                     f"{summary['unigram_accuracy']:.4f}, effective rank {summary['final_val_rank']} of the final "
+                     "hidden states. The encoder is not learning from context; see docs/collapse.md.")
     if summary["skipped_records"]:
         lines.append("")
         lines.append(f"{summary['skipped_records']} invalid records skipped (all listed in skipped_records.jsonl), e.g.:")

@@ -28,8 +28,9 @@ from polymask.modalities import build_modality
 from polymask.objectives import OBJECTIVES
 from polymask.tokenization import SpecialIds
 from polymask.training.checkpoint import load_checkpoint, optimizer_state_from, save_checkpoint
+from polymask.training.collapse import CollapseMonitor, FinalStates, unigram_accuracy
 from polymask.training.distributed import init_distributed, wrap_model
-from polymask.training.runtime import autocast, progress_bar, resolve_device, restore_rng, rng_tensors, step_generator
+from polymask.training.runtime import autocast, progress_bar, tqdm_write, resolve_device, restore_rng, rng_tensors, step_generator
 from polymask.training.schedule import build_optimizer, learning_rate
 from polymask.training.summary import MetricsLog, write_summary
 
@@ -85,6 +86,7 @@ class Trainer:
         self.last_checkpoint: Path | None = None
         self.last_saved_step = -1
         self.metrics = MetricsLog(self.run_dir / "metrics.jsonl")
+        self.collapse = self._collapse_monitor()
 
     def _prepare_data(self, data: Dataset | None) -> None:
         """Set ``batches`` (the training stream), ``valid_store``, ``corpus_report`` and ``skipped_file``."""
@@ -117,6 +119,15 @@ class Trainer:
         self.valid_store = corpus.valid
         self.corpus_report: CorpusReport = corpus.report
         self.skipped_file = corpus.skipped_file
+
+    def _collapse_monitor(self) -> CollapseMonitor | None:
+        """The collapse alarm, with the unigram accuracy of the validation split (None when disabled)."""
+        settings = self.config.train.collapse
+        if not settings.enabled or len(self.valid_store) == 0:
+            return None
+        unigram = unigram_accuracy((self.valid_store[i] for i in range(len(self.valid_store))), self.specials.all)
+        first_step = settings.after_step if settings.after_step is not None else max(self.config.train.warmup_steps, 1)
+        return CollapseMonitor(settings, unigram, first_step)
 
     # -- data -------------------------------------------------------------------------------------
     def _batch(self, micro_batch: MicroBatch, augment_seed: tuple[int, ...] | None) -> Batch:
@@ -170,17 +181,19 @@ class Trainer:
         self.model.eval()
         loss_sum, predictions, correct = 0.0, 0, 0
         batches = self.valid_batches[:config.eval_batches] if config.eval_batches else self.valid_batches
-        for index, indices in enumerate(batches):
-            batch = self._batch(MicroBatch([self.valid_store[int(i)] for i in indices]), None)
-            with autocast(self.device, config.precision):
-                output = self.train_model(batch, step_generator(config.seed, index, 0, VALIDATION_STREAM))
-            loss_sum += output.loss.item() * output.predictions
-            predictions += output.predictions
-            correct += int(output.correct)
+        with FinalStates(self.encoder, self.specials.all, config.collapse.rank_tokens) as final_states:
+            for index, indices in enumerate(batches):
+                batch = self._batch(MicroBatch([self.valid_store[int(i)] for i in indices]), None)
+                with autocast(self.device, config.precision):
+                    output = self.train_model(batch, step_generator(config.seed, index, 0, VALIDATION_STREAM))
+                loss_sum += output.loss.item() * output.predictions
+                predictions += output.predictions
+                correct += int(output.correct)
         self.model.train()
         if predictions == 0:
             return {}
-        return {"val_loss": loss_sum / predictions, "val_accuracy": correct / predictions}
+        return {"val_loss": loss_sum / predictions, "val_accuracy": correct / predictions,
+                "val_rank": final_states.rank()}
 
     # -- checkpoints --------------------------------------------------------------------------------
     def save(self) -> Path | None:
@@ -275,6 +288,12 @@ class Trainer:
         result = {"step": self.state.step, **self.evaluate()}
         if "val_loss" in result and (self.state.best_val_loss is None or result["val_loss"] < self.state.best_val_loss):
             self.state.best_val_loss = result["val_loss"]
+        if self.collapse is not None and "val_accuracy" in result:
+            result["unigram_accuracy"] = self.collapse.unigram
+            warnings = self.collapse.check(self.state.step, result["val_accuracy"], result["val_rank"])
+            if self.dist.is_main:
+                for line in warnings:
+                    tqdm_write(f"polymask: warning: {line}")
         if self.dist.is_main:
             self.metrics.write(result)
         return result
