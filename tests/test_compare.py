@@ -6,7 +6,7 @@ import pytest
 
 from polymask.cli import main
 from polymask.compare.budget import Budget, parse_budget, steps_for
-from polymask.compare.report import _verdict
+from polymask.compare.report import COLLAPSED_VERDICT, _verdict, benchmark_rows
 from polymask.errors import ConfigError
 
 
@@ -28,6 +28,18 @@ def test_seed_noise_verdicts_cover_degenerate_scores():
     assert _verdict([0.0, 0.0], [0.5, 0.5], higher_is_better=True)[0] == "n/a (no seed variance)"
     assert _verdict([float("nan"), float("nan")], [0.1, 0.2], higher_is_better=True)[0] == "n/a (undefined score)"
     assert _verdict([0.5], [0.4, 0.6], higher_is_better=True)[0] == "n/a (one seed)"
+
+
+def test_no_ordering_is_called_against_a_collapsed_pretraining_run():
+    runs = [{"run_dir": "runs/mlm-seed0", "objective": "mlm", "collapsed": False},
+            {"run_dir": "runs/exlm-seed0", "objective": "exlm", "collapsed": True},
+            {"run_dir": "runs/maelm-seed0", "objective": "maelm", "collapsed": False}]
+    scores = {"mlm": [0.60, 0.61, 0.60], "exlm": [0.80, 0.81, 0.80], "maelm": [0.80, 0.81, 0.80]}
+    cells = [{"system": f"{name}-seed0 ({name})", "task": "moleculenet/bbbp", "metric": "roc_auc",
+              "test": {"roc_auc": value}} for name, values in scores.items() for value in values]
+    verdicts = {row["objective"]: row["vs_mlm"] for row in benchmark_rows("moleculenet", {"cells": cells}, runs, "mlm")
+                if row["task"] == "moleculenet/bbbp"}
+    assert verdicts == {"mlm": "baseline", "exlm": COLLAPSED_VERDICT, "maelm": "better"}
 
 
 def test_tiny_compare_run_writes_the_report_and_reuses_it(tmp_path, capsys):

@@ -66,9 +66,19 @@ def _task_averages(scores: dict[tuple[str, str], list[float]],
     return averages
 
 
+COLLAPSED_VERDICT = "no verdict (collapsed pretraining)"
+
+
+def collapsed_objectives(runs: list[dict[str, Any]]) -> set[str]:
+    """Objectives with a pretraining run that ended collapsed (the trainer's collapse alarm)."""
+    return {run["objective"] for run in runs if run.get("collapsed")}
+
+
 def benchmark_rows(benchmark: str, results: dict[str, Any], runs: list[dict[str, Any]],
                    baseline: str) -> list[dict[str, Any]]:
-    """Per (objective, task) and per task average: mean, std and the verdict against ``baseline``."""
+    """Per (objective, task) and per task average: mean, std and the verdict against ``baseline``; no
+    verdict for a pair in which either pretraining run collapsed."""
+    collapsed = collapsed_objectives(runs)
     metric_of = {cell["task"]: cell["metric"] for cell in results["cells"]}
     scores = _objective_scores(results, runs)
     groups = {f"mean/{name}": members for name, members in average_groups(metric_of).items()}
@@ -78,8 +88,12 @@ def benchmark_rows(benchmark: str, results: dict[str, Any], runs: list[dict[str,
     metric_of.update({name: name.split("/", 1)[1] for name in groups})
     rows = []
     for (objective, task), values in scores.items():
-        verdict, p_value = ("baseline", float("nan")) if objective == baseline else \
-            _verdict(values, scores.get((baseline, task), []), higher_of[task])
+        if objective == baseline:
+            verdict, p_value = "baseline", float("nan")
+        elif collapsed & {objective, baseline}:
+            verdict, p_value = COLLAPSED_VERDICT, float("nan")
+        else:
+            verdict, p_value = _verdict(values, scores.get((baseline, task), []), higher_of[task])
         rows.append({"benchmark": benchmark, "task": task, "metric": metric_of[task], "objective": objective,
                      "mean": float(np.mean(values)), "std": float(np.std(values)), "n": len(values),
                      "vs_" + baseline: verdict, "p_value": p_value})
@@ -118,6 +132,19 @@ def _score_cell(row: dict[str, Any] | None, baseline: str) -> str:
     return f"{row['mean']:.3f} ± {row['std']:.3f} ({row['vs_' + baseline]})"
 
 
+def _optional(value: Any, spec: str) -> str:
+    return "–" if value is None else ("yes" if value is True else "no" if value is False else format(value, spec))
+
+
+def _collapse_warning(runs: list[dict[str, Any]]) -> list[str]:
+    collapsed = sorted(collapsed_objectives(runs))
+    if not collapsed:
+        return []
+    return ["", f"**Collapsed pretraining: {', '.join(collapsed)}.** The collapse alarm fired at the end of "
+            "pretraining (masked accuracy at the unigram level or a near-rank-1 encoder): such an encoder has not "
+            "learned from context, so this report calls no ordering involving it."]
+
+
 def _threads(count: int) -> str:
     return f"{count} thread" + ("" if count == 1 else "s")
 
@@ -135,16 +162,21 @@ def write_compare_report(out: Path, modality: str, budget: Budget, runs: list[di
              f"- Machine: {machine()['device']}, {_threads(machine()['threads'])} in this invocation. Compute: pretraining "
              f"{sum(run['train_time_s'] for run in runs) / 60:.0f} min, benchmark cells {finetune_minutes:.0f} min "
              f"(summed over runs and cells); this invocation {wall_time / 60:.1f} min, reusing finished pieces.",
+             *_collapse_warning(runs),
              "", "## Pretraining", "",
-             "| run | objective | steps | real tokens | train time (s) | tokens/s | final val loss | val accuracy |",
-             "|---|---|---:|---:|---:|---:|---:|---:|"]
+             "| run | objective | steps | real tokens | train time (s) | tokens/s | final val loss | val accuracy "
+             "| unigram accuracy | effective rank | collapsed |",
+             "|---|---|---:|---:|---:|---:|---:|---:|---:|---:|---|"]
     for run in runs:
         lines.append(f"| {Path(run['run_dir']).name} | {run['objective']} | {run['steps']} | {run['tokens']:,} | "
                      f"{run['train_time_s']} | {run['tokens_per_s']:,.0f} | {run['final_val_loss']:.4f} | "
-                     f"{run['final_val_accuracy']:.3f} |")
+                     f"{run['final_val_accuracy']:.3f} | {_optional(run.get('unigram_accuracy'), '.3f')} | "
+                     f"{_optional(run.get('final_val_rank'), 'd')} | {_optional(run.get('collapsed'), '')} |")
     lines += ["", "Validation losses are each objective's own loss (MLM cross-entropy, MAE-LM's decoder "
               "cross-entropy, ExLM's DAG loss per target) and are not comparable across objectives; the "
-              "benchmarks below are.", "", "![validation loss](loss_curves.png)", ""]
+              "benchmarks below are. The unigram accuracy is what predicting the most frequent token everywhere "
+              "scores; the effective rank counts the directions holding 90% of the variance of the encoder's final "
+              "states on validation tokens (see docs/collapse.md).", "", "![validation loss](loss_curves.png)", ""]
     rows: list[dict[str, Any]] = []
     for benchmark, folder in benchmarks.items():
         table = benchmark_rows(benchmark, results[benchmark], runs, baseline)
