@@ -38,7 +38,18 @@ class ExLMConfig(ObjectiveConfig):
         "dense", description="dense: edges from a state to every later state; sparse: only to the next group's states")
     rope_2d: bool = Field(
         True, description="2D rotary positions (original index, state index); false: 1D over the expanded sequence")
+    transition_grad: float = Field(
+        0.0, ge=0, le=1, description="scale of the transition loss's gradient into the encoder: 0 (default) lets the "
+        "transitions read the encoder's states without training the encoder for them; 1 as the reference code "
+        "(collapses the encoder onto position at small budgets, docs/exlm.md)")
     max_slots: int = Field(2048, ge=8, description="longest expanded sequence the transition position table covers")
+
+
+def scale_gradient(x: Tensor, scale: float) -> Tensor:
+    """``x`` in the forward pass; its gradient multiplied by ``scale`` in the backward pass."""
+    if scale == 1:
+        return x
+    return x.detach() if scale == 0 else x * scale + x.detach() * (1 - scale)
 
 
 @dataclass
@@ -87,7 +98,7 @@ class ExLM(Objective):
         targets = expansion.targets[:, None, :].expand(-1, slots.shape[1], -1)
         emissions = log_probs.gather(2, targets).transpose(1, 2)
         allowed = allowed_edges(expansion.state_mask, config.k, config.transitions == "dense")
-        links = self.transitions(states, slots, allowed)
+        links = self.transitions(scale_gradient(states, config.transition_grad), slots, allowed)
         return DagScores(expansion, log_probs, emissions, links)
 
     def aligned_states(self, scores: DagScores) -> tuple[Tensor, Tensor]:
