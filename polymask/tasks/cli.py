@@ -22,6 +22,9 @@ def add_finetune_options(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--max-valid-examples", type=int, help="cap on validation examples (a fixed subset)")
     parser.add_argument("--max-test-examples", type=int, help="cap on evaluation examples (a fixed subset)")
     parser.add_argument("--max-len", type=int, help="tokens per example (per window for SQuAD)")
+    parser.add_argument("--no-save-models", action="store_true",
+                        help="do not keep the fine-tuned model of each cell (by default each is saved next to the "
+                             "cell's result, cells/<system>/<task>/seed-N/, and listed in the report)")
     parser.add_argument("--set", action="append", metavar="KEY=VALUE", help="any other FinetuneConfig field")
     parser.add_argument("--quiet", action="store_true", help="no progress bar")
 
@@ -40,6 +43,8 @@ def finetune_config(args: argparse.Namespace) -> FinetuneConfig:
             raw[field] = getattr(args, flag)
     if args.freeze:
         raw["freeze_encoder"] = True
+    if args.no_save_models:
+        raw["save_model"] = False
     for assignment in args.set or []:
         apply_override(raw, assignment)
     try:

@@ -5,7 +5,8 @@ Layout of ``<run>/checkpoints/step-000600/``::
     model.safetensors      objective weights (``encoder.*`` plus the objective's own modules)
     optimizer.safetensors  optimizer moments and RNG states
     trainer_state.json     step, data position, optimizer hyper-parameters, Python RNG state
-    config.json            the run config
+    polymask.json          the run config (``config.json`` before 0.2: that name is transformers', and made
+                           ``AutoModel.from_pretrained`` mistake a polymask checkpoint for a Hugging Face folder)
     encoder.json           encoder config + vocabulary size (all that fine-tuning needs)
     tokenizer.json         the tokenizer (plus transformers side files)
     manifest.json          sha256 of every file above, written last
@@ -38,6 +39,11 @@ if TYPE_CHECKING:
 
 LATEST = "latest.json"
 MANIFEST = "manifest.json"
+RUN_CONFIG = "polymask.json"
+#: The run config's name in checkpoints written before it was renamed; still read.
+LEGACY_RUN_CONFIG = "config.json"
+#: The metadata file that marks a fine-tuned model folder (``polymask.inference.saved``).
+FINETUNED_META = "finetuned.json"
 
 
 def _sha256(path: Path) -> str:
@@ -85,38 +91,52 @@ def optimizer_state_from(tensors: dict[str, torch.Tensor], meta: dict[str, Any])
     return {"state": state, "param_groups": meta["param_groups"]}
 
 
-def save_checkpoint(run_dir: Path, step: int, weights: dict[str, torch.Tensor], optimizer_state: dict[str, Any],
-                    trainer_state: dict[str, Any], rng_tensors: dict[str, torch.Tensor], config: dict[str, Any],
-                    encoder: Encoder, tokenizer: Tokenizer, keep: int) -> Path:
-    """Write ``checkpoints/step-XXXXXX`` atomically, point ``latest.json`` at it, prune old ones."""
-    root = run_dir / "checkpoints"
-    root.mkdir(parents=True, exist_ok=True)
-    final = root / f"step-{step:06d}"
-    tmp = root / f".tmp-{final.name}"
-    shutil.rmtree(tmp, ignore_errors=True)
-    tmp.mkdir()
-    save_file({name: tensor.detach().cpu().contiguous() for name, tensor in weights.items()},
-              str(tmp / "model.safetensors"))
-    moments, optimizer_meta = optimizer_tensors(optimizer_state)
-    save_file({**moments, **rng_tensors}, str(tmp / "optimizer.safetensors"))
-    _write_json(tmp / "trainer_state.json", {**trainer_state, "optimizer": optimizer_meta})
-    _write_json(tmp / "config.json", config)
-    _write_json(tmp / "encoder.json", {"config": encoder.config.model_dump(mode="json"),
-                                       "vocab_size": encoder.vocab_size})
-    save_tokenizer(tokenizer, tmp)
-    manifest = {path.name: _sha256(path) for path in sorted(tmp.iterdir())}
-    _write_json(tmp / MANIFEST, {"step": step, "files": manifest})
+def commit_folder(tmp: Path, final: Path, manifest: dict[str, Any]) -> Path:
+    """Finish a folder written in ``tmp``: add ``manifest.json`` (``manifest`` plus the sha256 of every file),
+    fsync, and rename it to ``final`` (replacing an older ``final``), so ``final`` is always complete."""
+    files = {path.name: _sha256(path) for path in sorted(tmp.iterdir())}
+    _write_json(tmp / MANIFEST, {**manifest, "files": files})
     for path in tmp.iterdir():
         with open(path, "rb") as handle:
             os.fsync(handle.fileno())
     if final.exists():
-        old = root / f".old-{final.name}"
+        old = final.parent / f".old-{final.name}"
         shutil.rmtree(old, ignore_errors=True)
         final.rename(old)
         tmp.rename(final)
         shutil.rmtree(old, ignore_errors=True)
     else:
         tmp.rename(final)
+    _fsync_dir(final.parent)
+    return final
+
+
+def fresh_tmp_folder(final: Path) -> Path:
+    """An empty ``.tmp-<name>`` folder next to ``final`` to write into before ``commit_folder``."""
+    final.parent.mkdir(parents=True, exist_ok=True)
+    tmp = final.parent / f".tmp-{final.name}"
+    shutil.rmtree(tmp, ignore_errors=True)
+    tmp.mkdir()
+    return tmp
+
+
+def save_checkpoint(run_dir: Path, step: int, weights: dict[str, torch.Tensor], optimizer_state: dict[str, Any],
+                    trainer_state: dict[str, Any], rng_tensors: dict[str, torch.Tensor], config: dict[str, Any],
+                    encoder: Encoder, tokenizer: Tokenizer, keep: int) -> Path:
+    """Write ``checkpoints/step-XXXXXX`` atomically, point ``latest.json`` at it, prune old ones."""
+    root = run_dir / "checkpoints"
+    final = root / f"step-{step:06d}"
+    tmp = fresh_tmp_folder(final)
+    save_file({name: tensor.detach().cpu().contiguous() for name, tensor in weights.items()},
+              str(tmp / "model.safetensors"))
+    moments, optimizer_meta = optimizer_tensors(optimizer_state)
+    save_file({**moments, **rng_tensors}, str(tmp / "optimizer.safetensors"))
+    _write_json(tmp / "trainer_state.json", {**trainer_state, "optimizer": optimizer_meta})
+    _write_json(tmp / RUN_CONFIG, config)
+    _write_json(tmp / "encoder.json", {"config": encoder.config.model_dump(mode="json"),
+                                       "vocab_size": encoder.vocab_size})
+    save_tokenizer(tokenizer, tmp)
+    commit_folder(tmp, final, {"step": step})
     pointer = root / f".{LATEST}.tmp"
     _write_json(pointer, {"checkpoint": final.name, "step": step})
     os.replace(pointer, root / LATEST)
@@ -193,6 +213,15 @@ class LoadedCheckpoint:
         objective.load_state_dict(self.weights)
         return objective
 
+    def embed(self, records: Any, pool: str = "mean", batch_size: int = 64, device: str = "auto",
+              with_reasons: bool = False) -> Any:
+        """One vector per record (N, d_model) from the encoder's final hidden states, mean-pooled over the real
+        tokens by default (``pool="cls"``: the [CLS] state); records read through the run's modality, rejected
+        ones NaN (``with_reasons``: also why). See ``polymask.inference.model.AppliedEncoder.embed``."""
+        from polymask.inference.model import PretrainedEncoder
+
+        return PretrainedEncoder(self, device).embed(records, pool, batch_size, with_reasons=with_reasons)
+
     def build_encoder(self) -> Encoder:
         """A fresh encoder holding the checkpoint's ``encoder.*`` weights (objective modules dropped)."""
         encoder = Encoder(self.encoder_config, self.vocab_size)
@@ -216,13 +245,17 @@ def upgrade_legacy_configs(run_config: dict[str, Any], encoder_config: dict[str,
 def load_checkpoint(path: Path) -> LoadedCheckpoint:
     """Load (and verify) a checkpoint from a checkpoint or run folder."""
     folder = resolve_checkpoint(path)
+    if (folder / FINETUNED_META).is_file():
+        raise CheckpointError(f"{folder} is a fine-tuned model, not a pretraining checkpoint; load it with "
+                              f"polymask.load_model")
     verify_checkpoint(folder)
     try:
         weights = load_file(str(folder / "model.safetensors"))
     except (SafetensorError, OSError) as exc:
         raise CheckpointError(f"{folder}: unreadable model.safetensors ({exc})") from None
     encoder_meta = json.loads((folder / "encoder.json").read_text())
-    run_config = json.loads((folder / "config.json").read_text())
+    run_config_file = folder / RUN_CONFIG if (folder / RUN_CONFIG).is_file() else folder / LEGACY_RUN_CONFIG
+    run_config = json.loads(run_config_file.read_text())
     upgrade_legacy_configs(run_config, encoder_meta["config"])
     return LoadedCheckpoint(folder, weights, run_config,
                             EncoderConfig.model_validate(encoder_meta["config"]), encoder_meta["vocab_size"],
