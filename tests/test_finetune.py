@@ -61,8 +61,15 @@ def test_benchmark_cli_writes_tables_and_resumes(tiny_checkpoint, tmp_path):
     assert all(row["seeds"] == 2 and row["n_test"] == 65 for row in report["rows"])
     assert "freesolv rmse ↓" in (out / "results.md").read_text()
 
-    cells = sorted((out / "cells").rglob("*.json"))
+    cells = sorted((out / "cells").glob("*/*/seed-*.json"))
     assert len(cells) == 6
-    stamps = [cell.stat().st_mtime_ns for cell in cells]
+    # a model folder per fine-tuned cell (pretrained and untrained encoder), none for the random forest
+    models = sorted(p.parent for p in (out / "cells").glob("*/*/seed-*/finetuned.json"))
+    assert [(m.parent.parent.name, m.name) for m in models] == [
+        ("no-pretraining", "seed-0"), ("no-pretraining", "seed-1"), ("tiny-smiles-mlm", "seed-0"),
+        ("tiny-smiles-mlm", "seed-1")]
+    assert all(f"`{m.relative_to(out)}`" in (out / "results.md").read_text() for m in models)
+    stamps = [path.stat().st_mtime_ns for path in cells + [m / "model.safetensors" for m in models]]
     assert main(args) == 0
-    assert [cell.stat().st_mtime_ns for cell in cells] == stamps  # finished cells are reused, not rerun
+    # finished cells (and their models) are reused, not rerun
+    assert [path.stat().st_mtime_ns for path in cells + [m / "model.safetensors" for m in models]] == stamps

@@ -1,8 +1,9 @@
 """Records -> token ids for applying a model, and running a network over them in batches.
 
 Every record keeps its place: one the modality rejects (unparsable SMILES, empty, longer than the
-model for a modality that skips long sequences) gets ids None and a reason, never disappears.
-Longer records of the other modalities are truncated as at fine-tuning, and counted.
+model for a modality whose records are never cut, as SMILES: half a molecule is another molecule) gets
+ids None and a reason, never disappears. Longer records of the other modalities (text, which
+pretraining packs and cuts; DNA, which it cuts into windows) are truncated as at fine-tuning, and counted.
 """
 from __future__ import annotations
 
@@ -76,7 +77,7 @@ def as_inputs(records: Any, columns: Sequence[str]) -> tuple[list[Inputs], list[
 def encode_records(inputs: Sequence[Inputs], reasons: Sequence[str | None], modality: Modality, tokenizer: Tokenizer,
                    max_len: int) -> Encoded:
     """Normalise each record through the modality and tokenise it as at fine-tuning ([CLS] a [SEP] or
-    [CLS] a [SEP] b [SEP]). Too long: rejected if the modality skips long sequences, else truncated."""
+    [CLS] a [SEP] b [SEP]). Too long: rejected if the modality never cuts a record (SMILES), else truncated."""
     specials = SpecialIds.of(tokenizer)
     reasons = list(reasons)
     prepared: list[tuple[str, ...] | None] = []
@@ -94,7 +95,7 @@ def encode_records(inputs: Sequence[Inputs], reasons: Sequence[str | None], moda
     for index, encoding in zip(accepted, encodings):
         ids = encoding.ids
         if len(ids) > max_len:
-            if modality.overflow == "skip":
+            if modality.overflow == "skip" and not modality.packed:
                 reasons[index] = f"{len(ids)} tokens, more than the model's max_len {max_len}"
                 continue
             ids = ids[:max_len - 1] + [specials.sep]
