@@ -38,12 +38,12 @@ PROBLEM_TYPES = {"regression": "regression", "multiclass": "single_label_classif
 
 @dataclass(frozen=True)
 class SaveTarget:
-    """Where a cell's chosen model is written, and the pretrained checkpoint its encoder came from
-    (``checkpoint`` None for a randomly initialised encoder)."""
+    """Where a cell's chosen model is written, and the pretraining checkpoint its encoder came from (its
+    folder, objective and step)."""
 
     folder: Path
-    checkpoint: str | None
-    objective: str | None
+    checkpoint: str
+    objective: str
     step: int | None
 
 

@@ -23,8 +23,9 @@ def add_finetune_options(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--max-test-examples", type=int, help="cap on evaluation examples (a fixed subset)")
     parser.add_argument("--max-len", type=int, help="tokens per example (per window for SQuAD)")
     parser.add_argument("--no-save-models", action="store_true",
-                        help="do not keep the fine-tuned model of each cell (by default each is saved next to the "
-                             "cell's result, cells/<system>/<task>/seed-N/, and listed in the report)")
+                        help="do not keep the fine-tuned models (by default each checkpoint's model per task and seed, "
+                             "chosen on the validation split, is saved next to the cell's result as "
+                             "cells/<system>/<task>/seed-N/ and listed in the report; reference rows keep none)")
     parser.add_argument("--set", action="append", metavar="KEY=VALUE", help="any other FinetuneConfig field")
     parser.add_argument("--quiet", action="store_true", help="no progress bar")
 

@@ -53,7 +53,8 @@ class FinetuneConfig(StrictModel):
     precision: Literal["auto", "fp32", "bf16"] = Field("auto", description="as in pretraining")
     device: str = Field("auto", description="auto, cpu, cuda or cuda:N")
     save_model: bool = Field(
-        True, description="keep each cell's model chosen on the validation split (a folder next to the cell's result)")
+        True, description="keep the model chosen on the validation split of each pretrained checkpoint's cell (a folder "
+                          "next to the cell's result; reference rows keep none)")
 
 
 @dataclass

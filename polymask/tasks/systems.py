@@ -1,8 +1,9 @@
 """The rows of a benchmark table: pretrained checkpoints, the same architecture untrained, references.
 
 A ``System`` turns (task data, seed, model folder) into a result dict with ``valid`` and ``test`` metrics;
-fine-tuned systems save the model chosen on the validation split into the model folder (unless
-``FinetuneConfig.save_model`` is off), the reference baselines ignore it.
+pretrained checkpoints save the model chosen on the validation split into the model folder (unless
+``FinetuneConfig.save_model`` is off); the reference rows (the untrained encoder, the classical
+baselines) keep no model, which halves the disk a one-checkpoint benchmark uses.
 Benchmark-specific reference baselines (ECFP + random forest for MoleculeNet, k-mer counts +
 logistic regression for DNA, ...) register in ``REFERENCES`` under their benchmark's name.
 """
@@ -59,15 +60,14 @@ REFERENCE_MODULES = {"moleculenet": "polymask.tasks.moleculenet", "glue": "polym
 
 
 def _finetuned(encoder_factory: Callable[[int], Encoder], checkpoint: LoadedCheckpoint, modality: Modality,
-               config: FinetuneConfig, pretrained: bool) -> RunCell:
+               config: FinetuneConfig, keeps_models: bool) -> RunCell:
+    """Fine-tuning cells; with ``keeps_models`` (and ``config.save_model``) each saves its chosen model."""
     objective = build_run_config(checkpoint.config).objective.name
     step = json.loads((checkpoint.folder / MANIFEST).read_text()).get("step")
 
     def run(task: Any, seed: int, model_dir: Path) -> dict[str, Any]:
-        target = None
-        if config.save_model:
-            target = SaveTarget(model_dir, str(checkpoint.folder.resolve()), objective, step) if pretrained else \
-                SaveTarget(model_dir, None, None, None)
+        target = SaveTarget(model_dir, str(checkpoint.folder.resolve()), objective, step) \
+            if keeps_models and config.save_model else None
         return KINDS[task.spec.kind].finetune(task, encoder_factory(seed), checkpoint.tokenizer, modality, config,
                                               seed, target)
 
@@ -86,7 +86,8 @@ def checkpoint_system(path: Path, config: FinetuneConfig) -> System:
 
 
 def untrained_system(path: Path, config: FinetuneConfig) -> System:
-    """The same architecture and tokenizer as the checkpoint at ``path``, randomly initialised (per seed)."""
+    """The same architecture and tokenizer as the checkpoint at ``path``, randomly initialised (per seed); a
+    reference row, so its fine-tuned models are not kept."""
     checkpoint = load_checkpoint(path)
     modality = build_modality(build_run_config(checkpoint.config).modality)
 
