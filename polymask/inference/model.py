@@ -13,6 +13,7 @@ from typing import TYPE_CHECKING, Any, Sequence
 
 import numpy as np
 import torch
+from pydantic import ValidationError
 from tokenizers import Tokenizer
 
 from polymask.errors import CheckpointError
@@ -49,7 +50,11 @@ def modality_from(config: dict[str, Any]) -> Modality:
         raise CheckpointError(f"the model's modality '{name}' is not registered; import the module that registers it "
                               f"first (--plugin on the command line)")
     modality_cls = MODALITIES.get(name)
-    return modality_cls(modality_cls.Config.model_validate(config))
+    try:
+        return modality_cls(modality_cls.Config.model_validate(config))
+    except ValidationError as exc:
+        raise CheckpointError(f"the saved options of modality '{name}' do not validate: {exc.errors()[0]['msg']} "
+                              f"({'.'.join(map(str, exc.errors()[0]['loc']))})") from None
 
 
 class AppliedEncoder:
