@@ -233,3 +233,15 @@ def test_dna_model_predicts_a_fasta_file_keeping_its_ids(pretrained, tmp_path, c
     assert "not an IUPAC nucleotide code" in predicted["reason"][1] and predicted["prob_+"][1] == ""
     assert set(predicted["predicted_label"].drop(1)) <= {"-", "+"}
     assert "4 rows: 3 predicted, 1 rejected (see the reason column), 1 truncated" in capsys.readouterr().out
+
+
+def test_unreadable_lines_of_a_jsonl_file_keep_their_rows(tmp_path):
+    from polymask.inference.table import read_input_table
+
+    path = tmp_path / "records.jsonl"
+    path.write_text('{"id": "a1", "smiles": "CCO"}\nnot json\n\n[1, 2]\n{"id": "a5"}\n')
+    table = read_input_table(path, None, ["smiles"])
+    assert table.frame["id"].tolist()[::3] == ["a1", "a5"] and len(table.frame) == 4
+    assert table.inputs == [("CCO",), None, None, None]
+    assert table.reasons == [None, "line 2: not valid JSON (Expecting value)", "line 4: JSON line is not an object",
+                             "no value for smiles"]

@@ -8,12 +8,11 @@ line in the file) and, for .smi, the molecule's ``name``; for FASTA, the header'
 from __future__ import annotations
 
 import csv
-import json
 from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Sequence
 
-from polymask.data.readers import READERS, file_kind, open_text, pick_column, read_records
+from polymask.data.readers import READERS, file_kind, jsonl_objects, open_text, pick_column, read_records
 from polymask.errors import DataError
 from polymask.inference.records import as_inputs
 
@@ -74,19 +73,9 @@ def _delimited(path: Path) -> tuple["pd.DataFrame", list[str | None]]:
 def _jsonl(path: Path) -> tuple["pd.DataFrame", list[str | None]]:
     import pandas as pd
 
-    items, reasons = [], []
-    with open_text(path) as handle:
-        for number, line in enumerate(handle, start=1):
-            if not line.strip():
-                continue
-            try:
-                item = json.loads(line)
-                reason = None if isinstance(item, dict) else f"line {number}: JSON line is not an object"
-            except json.JSONDecodeError as exc:
-                item, reason = {}, f"line {number}: not valid JSON ({exc.msg})"
-            items.append(item if isinstance(item, dict) else {})
-            reasons.append(reason)
-    return pd.DataFrame(items), reasons
+    objects = list(jsonl_objects(path))
+    reasons = [None if error is None else f"line {number}: {error}" for number, _, error in objects]
+    return pd.DataFrame([item or {} for _, item, _ in objects]), reasons
 
 
 def _parquet(path: Path) -> tuple["pd.DataFrame", list[str | None]]:
