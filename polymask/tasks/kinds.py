@@ -12,8 +12,8 @@ from typing import Any, Callable
 
 from tokenizers import Tokenizer
 
-from polymask.model.encoder import Encoder
 from polymask.inference.saved import SaveTarget
+from polymask.model.encoder import Encoder
 from polymask.modalities.base import Modality
 from polymask.tasks.data import load_task
 from polymask.tasks.finetune import FinetuneConfig, finetune
