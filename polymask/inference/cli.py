@@ -131,10 +131,12 @@ def _common(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--column", nargs="+",
                         help="input column(s) of a table (default: the model's own input columns, else the modality's "
                              "usual names such as smiles, sequence, text)")
-    parser.add_argument("--batch-size", type=int, default=64, help="records per batch (default 64)")
-    parser.add_argument("--device", default="auto", help="auto (CUDA when present, as train), cpu or cuda[:N]")
+    parser.add_argument("--batch-size", type=int, default=64, help="records per batch (default: 64)")
+    parser.add_argument("--device", default="auto",
+                        help="auto (CUDA when present, as train), cpu or cuda[:N] (default: auto)")
     parser.add_argument("--quiet", action="store_true", help="no progress bar")
-    parser.add_argument("--plugin", action="append", help="module or .py file registering a custom modality")
+    parser.add_argument("--plugin", action="append",
+                        help="module or .py file registering the model's custom modality (repeatable; default: none)")
 
 
 def add_commands(sub: argparse._SubParsersAction) -> None:
@@ -164,7 +166,7 @@ def add_commands(sub: argparse._SubParsersAction) -> None:
     embed.add_argument("--out", type=Path, required=True, help="X.npy (+ X.rows.csv) or X.parquet")
     embed.add_argument("--pool", choices=["cls", "mean"],
                        help="cls: the [CLS] state; mean: the mean over the record's tokens ([CLS] and [SEP] included, "
-                            "padding excluded). Default: the fine-tuned model's own pooling; mean for a pretrained "
-                            "checkpoint")
+                            "padding excluded) (default: the fine-tuned model's own pooling; mean for a pretrained "
+                            "checkpoint)")
     _common(embed)
     embed.set_defaults(handler=cmd_embed)

@@ -22,7 +22,7 @@ from polymask.inference.records import Encoded, Inputs, as_inputs, encode_record
 from polymask.inference.saved import read_finetuned
 from polymask.modalities import MODALITIES, Modality
 from polymask.model.encoder import Encoder, EncoderConfig
-from polymask.tasks.heads import TASK_HEADS, Pooling, SequencePredictor, pool
+from polymask.tasks.heads import TASK_HEADS, Pooling, SequencePredictor, pool as pool_states
 from polymask.tokenization import SpecialIds
 from polymask.training.runtime import resolve_device
 
@@ -71,12 +71,8 @@ class AppliedEncoder:
         self.input_columns = list(input_columns)
         self.pad = SpecialIds.of(tokenizer).pad
 
-    def encode(self, records: Any) -> tuple[Encoded, Any]:
-        """Token ids of ``records`` (and the pandas index they came with, if any)."""
-        inputs, reasons, index = as_inputs(records, self.input_columns)
-        return self.encode_inputs(inputs, reasons), index
-
     def encode_inputs(self, inputs: Sequence[Inputs], reasons: Sequence[str | None]) -> Encoded:
+        """Token ids of parsed records, read through the modality as at training."""
         return encode_records(inputs, reasons, self.modality, self.tokenizer, self.max_len)
 
     def embed(self, records: Any, pool: Pooling | None = None, batch_size: int = 64, progress: bool = False,
@@ -84,7 +80,8 @@ class AppliedEncoder:
         """One vector per record (N, d_model), float32, in input order: the final hidden states pooled by
         ``pool`` (default: the model's pooling; mean over real tokens for a pretrained encoder). A rejected
         record's row is NaN; ``with_reasons`` also returns why (None for embedded records)."""
-        encoded, _ = self.encode(records)
+        inputs, reasons, _ = as_inputs(records, self.input_columns)
+        encoded = self.encode_inputs(inputs, reasons)
         vectors = self.embed_encoded(encoded, pool, batch_size, progress)
         return (vectors, encoded.reasons) if with_reasons else vectors
 
@@ -96,7 +93,7 @@ class AppliedEncoder:
 
         def forward(batch: Any) -> np.ndarray:
             hidden = self.encoder(batch.input_ids, attention_mask=batch.attention_mask)
-            return pool(hidden, batch.attention_mask, pooling).float().cpu().numpy()
+            return pool_states(hidden, batch.attention_mask, pooling).float().cpu().numpy()
 
         vectors = np.full((len(encoded.ids), self.encoder.config.d_model), np.nan, dtype=np.float32)
         vectors[accepted] = run_batched([encoded.ids[i] for i in accepted], forward, vectors.shape[1], batch_size,

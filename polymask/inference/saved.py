@@ -7,13 +7,14 @@ Layout of ``<cell>/seed-N/``::
     tokenizer.json      the tokenizer, copied in (plus transformers side files)
     manifest.json       sha256 of every file above, written last
 
-The folder is written into a temporary folder and renamed into place (``commit_folder``), so a
+The folder is written into a temporary folder and renamed into place (``move_into_place``), so a
 crash never leaves a half-written model under the final name.
 """
 from __future__ import annotations
 
 import json
 import math
+import shutil
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -23,12 +24,13 @@ from safetensors import SafetensorError
 from safetensors.torch import load_file, save_file
 from tokenizers import Tokenizer
 
+from polymask.atomic_folder import move_into_place
 from polymask.errors import CheckpointError
 from polymask.modalities.base import Modality
 from polymask.model.encoder import Encoder
 from polymask.tasks.spec import TaskSpec
 from polymask.tokenization import load_tokenizer, save_tokenizer
-from polymask.training.checkpoint import FINETUNED_META, commit_folder, fresh_tmp_folder, verify_checkpoint
+from polymask.training.checkpoint import FINETUNED_META, verify_checkpoint, write_manifest
 
 FORMAT = "polymask-finetuned"
 FORMAT_VERSION = 1
@@ -101,12 +103,16 @@ def _json_safe(value: Any) -> Any:
 
 def save_finetuned(folder: Path, model: torch.nn.Module, tokenizer: Tokenizer, meta: dict[str, Any]) -> Path:
     """Write the fine-tuned model folder atomically; returns ``folder``."""
-    tmp = fresh_tmp_folder(folder)
+    tmp = folder.with_name(f".tmp-{folder.name}")
+    shutil.rmtree(tmp, ignore_errors=True)
+    tmp.mkdir(parents=True)
     save_file({name: tensor.detach().cpu().contiguous() for name, tensor in model.state_dict().items()},
               str(tmp / "model.safetensors"))
     (tmp / FINETUNED_META).write_text(json.dumps(_json_safe(meta), indent=1, allow_nan=False))
     save_tokenizer(tokenizer, tmp)
-    return commit_folder(tmp, folder, {"format": FORMAT})
+    write_manifest(tmp, {"format": FORMAT})
+    move_into_place(tmp, folder)
+    return folder
 
 
 def is_finetuned(folder: Path) -> bool:

@@ -5,8 +5,8 @@ Layout of ``<run>/checkpoints/step-000600/``::
     model.safetensors      objective weights (``encoder.*`` plus the objective's own modules)
     optimizer.safetensors  optimizer moments and RNG states
     trainer_state.json     step, data position, optimizer hyper-parameters, Python RNG state
-    polymask.json          the run config (``config.json`` before 0.2: that name is transformers', and made
-                           ``AutoModel.from_pretrained`` mistake a polymask checkpoint for a Hugging Face folder)
+    polymask.json          the run config (``config.json`` before: transformers' name, which made
+                           ``AutoModel.from_pretrained`` take a polymask checkpoint for a Hugging Face folder)
     encoder.json           encoder config + vocabulary size (all that fine-tuning needs)
     tokenizer.json         the tokenizer (plus transformers side files)
     manifest.json          sha256 of every file above, written last
@@ -37,13 +37,13 @@ from polymask.tokenization import load_tokenizer, save_tokenizer
 if TYPE_CHECKING:
     from polymask.objectives import Objective
 
-LATEST = "latest.json"
-MANIFEST = "manifest.json"
 RUN_CONFIG = "polymask.json"
 #: The run config's name in checkpoints written before it was renamed; still read.
 LEGACY_RUN_CONFIG = "config.json"
-#: The metadata file that marks a fine-tuned model folder (``polymask.inference.saved``).
+#: The metadata file that marks a fine-tuned model folder (``polymask.inference.saved``), not a checkpoint.
 FINETUNED_META = "finetuned.json"
+LATEST = "latest.json"
+MANIFEST = "manifest.json"
 
 
 def _sha256(path: Path) -> str:
@@ -64,6 +64,13 @@ def _fsync_dir(path: Path) -> None:
         os.fsync(descriptor)
     finally:
         os.close(descriptor)
+
+
+def write_manifest(folder: Path, fields: dict[str, Any]) -> None:
+    """Write ``manifest.json`` last into a finished folder: ``fields`` and the sha256 of every file in it
+    (what ``verify_checkpoint`` checks)."""
+    files = {path.name: _sha256(path) for path in sorted(folder.iterdir())}
+    _write_json(folder / MANIFEST, {**fields, "files": files})
 
 
 def optimizer_tensors(optimizer_state: dict[str, Any]) -> tuple[dict[str, torch.Tensor], dict[str, Any]]:
@@ -91,42 +98,16 @@ def optimizer_state_from(tensors: dict[str, torch.Tensor], meta: dict[str, Any])
     return {"state": state, "param_groups": meta["param_groups"]}
 
 
-def commit_folder(tmp: Path, final: Path, manifest: dict[str, Any]) -> Path:
-    """Finish a folder written in ``tmp``: add ``manifest.json`` (``manifest`` plus the sha256 of every file),
-    fsync, and rename it to ``final`` (replacing an older ``final``), so ``final`` is always complete."""
-    files = {path.name: _sha256(path) for path in sorted(tmp.iterdir())}
-    _write_json(tmp / MANIFEST, {**manifest, "files": files})
-    for path in tmp.iterdir():
-        with open(path, "rb") as handle:
-            os.fsync(handle.fileno())
-    if final.exists():
-        old = final.parent / f".old-{final.name}"
-        shutil.rmtree(old, ignore_errors=True)
-        final.rename(old)
-        tmp.rename(final)
-        shutil.rmtree(old, ignore_errors=True)
-    else:
-        tmp.rename(final)
-    _fsync_dir(final.parent)
-    return final
-
-
-def fresh_tmp_folder(final: Path) -> Path:
-    """An empty ``.tmp-<name>`` folder next to ``final`` to write into before ``commit_folder``."""
-    final.parent.mkdir(parents=True, exist_ok=True)
-    tmp = final.parent / f".tmp-{final.name}"
-    shutil.rmtree(tmp, ignore_errors=True)
-    tmp.mkdir()
-    return tmp
-
-
 def save_checkpoint(run_dir: Path, step: int, weights: dict[str, torch.Tensor], optimizer_state: dict[str, Any],
                     trainer_state: dict[str, Any], rng_tensors: dict[str, torch.Tensor], config: dict[str, Any],
                     encoder: Encoder, tokenizer: Tokenizer, keep: int) -> Path:
     """Write ``checkpoints/step-XXXXXX`` atomically, point ``latest.json`` at it, prune old ones."""
     root = run_dir / "checkpoints"
+    root.mkdir(parents=True, exist_ok=True)
     final = root / f"step-{step:06d}"
-    tmp = fresh_tmp_folder(final)
+    tmp = root / f".tmp-{final.name}"
+    shutil.rmtree(tmp, ignore_errors=True)
+    tmp.mkdir()
     save_file({name: tensor.detach().cpu().contiguous() for name, tensor in weights.items()},
               str(tmp / "model.safetensors"))
     moments, optimizer_meta = optimizer_tensors(optimizer_state)
@@ -136,7 +117,19 @@ def save_checkpoint(run_dir: Path, step: int, weights: dict[str, torch.Tensor], 
     _write_json(tmp / "encoder.json", {"config": encoder.config.model_dump(mode="json"),
                                        "vocab_size": encoder.vocab_size})
     save_tokenizer(tokenizer, tmp)
-    commit_folder(tmp, final, {"step": step})
+    manifest = {path.name: _sha256(path) for path in sorted(tmp.iterdir())}
+    _write_json(tmp / MANIFEST, {"step": step, "files": manifest})
+    for path in tmp.iterdir():
+        with open(path, "rb") as handle:
+            os.fsync(handle.fileno())
+    if final.exists():
+        old = root / f".old-{final.name}"
+        shutil.rmtree(old, ignore_errors=True)
+        final.rename(old)
+        tmp.rename(final)
+        shutil.rmtree(old, ignore_errors=True)
+    else:
+        tmp.rename(final)
     pointer = root / f".{LATEST}.tmp"
     _write_json(pointer, {"checkpoint": final.name, "step": step})
     os.replace(pointer, root / LATEST)
@@ -242,6 +235,12 @@ def upgrade_legacy_configs(run_config: dict[str, Any], encoder_config: dict[str,
             run_config["model"]["embed_norm"] = False
 
 
+def run_config_name(folder: Path) -> str:
+    """The run config's file in a checkpoint: ``polymask.json``, or ``config.json`` in one written before."""
+    return LEGACY_RUN_CONFIG if not (folder / RUN_CONFIG).is_file() and (folder / LEGACY_RUN_CONFIG).is_file() \
+        else RUN_CONFIG
+
+
 def load_checkpoint(path: Path) -> LoadedCheckpoint:
     """Load (and verify) a checkpoint from a checkpoint or run folder."""
     folder = resolve_checkpoint(path)
@@ -254,8 +253,7 @@ def load_checkpoint(path: Path) -> LoadedCheckpoint:
     except (SafetensorError, OSError) as exc:
         raise CheckpointError(f"{folder}: unreadable model.safetensors ({exc})") from None
     encoder_meta = json.loads((folder / "encoder.json").read_text())
-    run_config_file = folder / RUN_CONFIG if (folder / RUN_CONFIG).is_file() else folder / LEGACY_RUN_CONFIG
-    run_config = json.loads(run_config_file.read_text())
+    run_config = json.loads((folder / run_config_name(folder)).read_text())
     upgrade_legacy_configs(run_config, encoder_meta["config"])
     return LoadedCheckpoint(folder, weights, run_config,
                             EncoderConfig.model_validate(encoder_meta["config"]), encoder_meta["vocab_size"],
