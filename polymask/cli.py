@@ -180,8 +180,14 @@ def _add_tasks(sub: argparse._SubParsersAction) -> None:
     add_compare(sub)
 
 
+def _add_inference(sub: argparse._SubParsersAction) -> None:
+    from polymask.inference.cli import add_commands
+
+    add_commands(sub)
+
+
 COMMANDS: list[Callable[[argparse._SubParsersAction], None]] = [
-    _add_train, _add_tokenizer, _add_tasks, _add_bench, _add_analyze]
+    _add_train, _add_tokenizer, _add_tasks, _add_inference, _add_bench, _add_analyze]
 
 
 def build_parser() -> argparse.ArgumentParser:

@@ -2,6 +2,7 @@
 import shutil
 from pathlib import Path
 
+import numpy as np
 import torch
 
 from polymask.config import build_run_config
@@ -22,6 +23,15 @@ def test_a_checkpoint_from_before_the_embedding_norm_loads_without_it():
     assert checkpoint.build_objective() is not None
 
 
+def test_a_checkpoint_from_before_polymask_json_loads_its_config_json_and_embeds():
+    folder = LEGACY_RUN / "checkpoints" / "step-000002"
+    assert (folder / "config.json").is_file() and not (folder / "polymask.json").exists()
+    checkpoint = load_checkpoint(LEGACY_RUN)
+    assert checkpoint.config["objective"]["name"] == "mlm"
+    vectors = checkpoint.embed(["CCO", "C1CC", "c1ccccc1"])
+    assert vectors.shape == (3, 64) and np.isnan(vectors[1]).all() and np.isfinite(vectors[[0, 2]]).all()
+
+
 def test_a_legacy_run_resumes(tmp_path):
     run = tmp_path / "legacy"
     shutil.copytree(LEGACY_RUN, run)
@@ -30,4 +40,7 @@ def test_a_legacy_run_resumes(tmp_path):
     config["out"] = str(run)
     summary = train(build_run_config(config), resume=run)
     assert summary["steps"] == 4
-    assert load_checkpoint(run).encoder_config.embed_norm is False
+    resumed = load_checkpoint(run)
+    assert resumed.encoder_config.embed_norm is False
+    # the new checkpoint names its run config polymask.json, so transformers no longer takes it for its own
+    assert (resumed.folder / "polymask.json").is_file() and not (resumed.folder / "config.json").exists()

@@ -61,8 +61,14 @@ def test_benchmark_cli_writes_tables_and_resumes(tiny_checkpoint, tmp_path):
     assert all(row["seeds"] == 2 and row["n_test"] == 65 for row in report["rows"])
     assert "freesolv rmse ↓" in (out / "results.md").read_text()
 
-    cells = sorted((out / "cells").rglob("*.json"))
+    cells = sorted((out / "cells").glob("*/*/seed-*.json"))
     assert len(cells) == 6
-    stamps = [cell.stat().st_mtime_ns for cell in cells]
+    # a model folder per cell of the pretrained checkpoint; none for the reference rows
+    models = sorted(p.parent for p in (out / "cells").glob("*/*/seed-*/finetuned.json"))
+    assert [(m.parent.parent.name, m.name) for m in models] == [("tiny-smiles-mlm", "seed-0"),
+                                                                ("tiny-smiles-mlm", "seed-1")]
+    assert all(f"`{m.relative_to(out)}`" in (out / "results.md").read_text() for m in models)
+    stamps = [path.stat().st_mtime_ns for path in cells + [m / "model.safetensors" for m in models]]
     assert main(args) == 0
-    assert [cell.stat().st_mtime_ns for cell in cells] == stamps  # finished cells are reused, not rerun
+    # finished cells (and their models) are reused, not rerun
+    assert [path.stat().st_mtime_ns for path in cells + [m / "model.safetensors" for m in models]] == stamps

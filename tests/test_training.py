@@ -28,7 +28,7 @@ def test_summary_files_and_checkpoint(tmp_path, make_config):
     checkpoint = run / "checkpoints" / "step-000006"
     assert summary["checkpoint"] == str(checkpoint)
     assert {p.name for p in checkpoint.iterdir()} >= {
-        "model.safetensors", "optimizer.safetensors", "trainer_state.json", "config.json", "encoder.json",
+        "model.safetensors", "optimizer.safetensors", "trainer_state.json", "polymask.json", "encoder.json",
         "tokenizer.json", "manifest.json"}
     skipped = (run / "skipped_records.jsonl").read_text().splitlines()
     assert summary["skipped_records"] == len(skipped) > 9  # 9 RDKit-invalid molecules, the rest too long

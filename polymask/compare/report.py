@@ -15,7 +15,7 @@ from scipy import stats
 from polymask.bench import machine
 from polymask.compare.budget import Budget
 from polymask.tasks.metrics import METRICS
-from polymask.tasks.report import average_groups, cell_minutes, seed_averages
+from polymask.tasks.report import average_groups, cell_minutes, saved_models, seed_averages
 
 NOISE_P = 0.05
 
@@ -186,7 +186,8 @@ def write_compare_report(out: Path, modality: str, budget: Budget, runs: list[di
                   f"{'pretraining' if len(runs) > len(objectives) else 'fine-tuning'} seeds; "
                   f"vs {baseline}: Welch's t-test, 'within noise' when p >= {NOISE_P}; a mean column averages a metric's "
                   f"tasks per seed. Full table with reference "
-                  f"rows: [{folder.name}/results.md]({folder.name}/results.md).", "",
+                  f"rows, and the {saved_models(results[benchmark]['cells'])} it saved: "
+                  f"[{folder.name}/results.md]({folder.name}/results.md).", "",
                   "| objective | " + " | ".join(_column(t, next(r["metric"] for r in table if r["task"] == t))
                                                 for t in tasks) + " |",
                   "|---|" + "---|" * len(tasks)]

@@ -102,7 +102,8 @@ def _read_fasta(path: Path, column: str | None, defaults: Sequence[str]) -> Iter
             yield Record(str(path), start, "".join(chunks))
 
 
-def _read_jsonl(path: Path, column: str | None, defaults: Sequence[str]) -> Iterator[Record]:
+def jsonl_objects(path: Path) -> Iterator[tuple[int, dict | None, str | None]]:
+    """(line, object, error) for each non-blank line of a JSON-lines file; object None where unreadable."""
     with open_text(path) as handle:
         for number, line in enumerate(handle, start=1):
             if not line.strip():
@@ -110,11 +111,19 @@ def _read_jsonl(path: Path, column: str | None, defaults: Sequence[str]) -> Iter
             try:
                 item = json.loads(line)
             except json.JSONDecodeError as exc:
-                yield Record(str(path), number, "", error=f"not valid JSON ({exc.msg})")
+                yield number, None, f"not valid JSON ({exc.msg})"
                 continue
-            if not isinstance(item, dict):
-                yield Record(str(path), number, "", error="JSON line is not an object")
-                continue
+            if isinstance(item, dict):
+                yield number, item, None
+            else:
+                yield number, None, "JSON line is not an object"
+
+
+def _read_jsonl(path: Path, column: str | None, defaults: Sequence[str]) -> Iterator[Record]:
+    for number, item, error in jsonl_objects(path):
+        if item is None:
+            yield Record(str(path), number, "", error=error)
+        else:
             name = pick_column(list(item), column, defaults, f"{path}:{number}")
             yield Record(str(path), number, str(item[name]))
 

@@ -1,6 +1,7 @@
 """Run systems x tasks x seeds, cache every finished cell, and aggregate into tables and a chart.
 
-Each (system, task, seed) result is a JSON file under ``<out>/cells/``; a rerun skips finished
+Each (system, task, seed) result is a JSON file under ``<out>/cells/``, and the fine-tuned model it
+chose on the validation split a folder next to it (``seed-N.json``, ``seed-N/``); a rerun skips finished
 cells, so an interrupted benchmark resumes where it stopped. The report is written as Markdown,
 CSV and JSON (mean ± std over seeds), plus a PNG with one panel per task.
 """
@@ -15,6 +16,7 @@ from typing import Any
 import numpy as np
 
 from polymask.errors import DataError
+from polymask.inference.saved import folder_bytes, is_finetuned
 from polymask.tasks.kinds import KINDS
 from polymask.tasks.metrics import METRICS
 from polymask.tasks.report import write_report
@@ -62,7 +64,11 @@ def run_cells(systems: list[System], task_keys: list[str], seeds: list[int], out
         if path.is_file():
             cell = json.loads(path.read_text())
         else:
-            cell = {"system": system.name, **system.run(task, seed)}
+            model_dir = path.with_suffix("")
+            cell = {"system": system.name, **system.run(task, seed, model_dir)}
+            if is_finetuned(model_dir):
+                cell["model_dir"] = str(model_dir.relative_to(out))
+                cell["model_bytes"] = folder_bytes(model_dir)
             path.parent.mkdir(parents=True, exist_ok=True)
             tmp = path.with_suffix(".tmp")
             tmp.write_text(json.dumps(cell, indent=1))

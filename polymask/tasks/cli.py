@@ -22,6 +22,10 @@ def add_finetune_options(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--max-valid-examples", type=int, help="cap on validation examples (a fixed subset)")
     parser.add_argument("--max-test-examples", type=int, help="cap on evaluation examples (a fixed subset)")
     parser.add_argument("--max-len", type=int, help="tokens per example (per window for SQuAD)")
+    parser.add_argument("--no-save-models", action="store_true",
+                        help="do not keep the fine-tuned models (by default each checkpoint's model per task and seed, "
+                             "chosen on the validation split, is saved next to the cell's result as "
+                             "cells/<system>/<task>/seed-N/ and listed in the report; reference rows keep none)")
     parser.add_argument("--set", action="append", metavar="KEY=VALUE", help="any other FinetuneConfig field")
     parser.add_argument("--quiet", action="store_true", help="no progress bar")
 
@@ -40,6 +44,8 @@ def finetune_config(args: argparse.Namespace) -> FinetuneConfig:
             raw[field] = getattr(args, flag)
     if args.freeze:
         raw["freeze_encoder"] = True
+    if args.no_save_models:
+        raw["save_model"] = False
     for assignment in args.set or []:
         apply_override(raw, assignment)
     try:

@@ -18,6 +18,8 @@ from tokenizers import Tokenizer
 from torch import Tensor, nn
 
 from polymask.data.batching import BatchSampler, collate
+from polymask.inference.records import run_batched
+from polymask.inference.saved import SaveTarget, finetuned_meta, save_finetuned
 from polymask.model.encoder import Encoder
 from polymask.modalities.base import Modality
 from polymask.schema import StrictModel
@@ -50,6 +52,9 @@ class FinetuneConfig(StrictModel):
     span: SpanOptions = Field(default_factory=SpanOptions, description="span-extraction tasks (SQuAD): windows, answers")
     precision: Literal["auto", "fp32", "bf16"] = Field("auto", description="as in pretraining")
     device: str = Field("auto", description="auto, cpu, cuda or cuda:N")
+    save_model: bool = Field(
+        True, description="keep the model chosen on the validation split of each pretrained checkpoint's cell (a folder "
+                          "next to the cell's result; reference rows keep none)")
 
 
 @dataclass
@@ -77,18 +82,9 @@ def encode_split(split: TaskSplit, modality: Modality, tokenizer: Tokenizer, max
 def _predict(model: SequencePredictor, head: TaskHead, data: EncodedSplit, batch_size: int, pad: int,
              device: torch.device, precision: str) -> np.ndarray:
     model.eval()
-    lengths = np.array([len(s) for s in data.sequences])
-    outputs: list[tuple[np.ndarray, np.ndarray]] = []
-    with torch.no_grad():
-        for indices in BatchSampler(lengths, batch_size, 0, shuffle=False).epoch(0):
-            batch = collate([data.sequences[i] for i in indices], pad).to(device)
-            with autocast(device, precision):
-                logits = model(batch.input_ids, batch.attention_mask)
-            outputs.append((indices, head.predict(logits)))
+    predictions = run_batched(data.sequences, lambda batch: head.predict(model(batch.input_ids, batch.attention_mask)),
+                              model.head.out_features, batch_size, pad, device, precision)
     model.train()
-    predictions = np.zeros((len(data.sequences), outputs[0][1].shape[1]))
-    for indices, values in outputs:
-        predictions[indices] = values
     return predictions
 
 
@@ -135,8 +131,9 @@ def fit(model: nn.Module, config: FinetuneConfig, batches: Callable[[int], list[
 
 
 def finetune(task: TaskData, encoder: Encoder, tokenizer: Tokenizer, modality: Modality, config: FinetuneConfig,
-             seed: int) -> dict[str, Any]:
-    """Fine-tune ``encoder`` on ``task``; returns metrics at the best validation epoch and counts."""
+             seed: int, save_to: SaveTarget | None = None) -> dict[str, Any]:
+    """Fine-tune ``encoder`` on ``task``; returns metrics at the best validation epoch and counts. With
+    ``save_to``, the model of the best validation epoch is saved there (``polymask.load_model`` opens it)."""
     started = time.perf_counter()
     torch.manual_seed(seed)
     device = resolve_device(config.device)
@@ -170,6 +167,10 @@ def finetune(task: TaskData, encoder: Encoder, tokenizer: Tokenizer, modality: M
     for name, split in task.extra_tests.items():
         extra = encode_split(subset(split, config.max_test_examples, fixed), modality, tokenizer, config.max_len)
         test_metrics.update({f"{name}_{metric}": value for metric, value in evaluate(extra).items()})
+    if save_to is not None:
+        save_finetuned(save_to.folder, model, tokenizer, finetuned_meta(
+            spec, task.label_names, task.n_outputs, modality, encoder, config.model_dump(mode="json"), seed,
+            fitted.valid, fitted.best_epoch, save_to, head.normalisation()))
     return {
         "task": spec.key, "seed": seed, "metric": spec.metric, "best_epoch": fitted.best_epoch,
         "epochs_run": fitted.epochs_run, "valid": fitted.valid, "test": test_metrics,

@@ -48,12 +48,21 @@ class TaskHead:
     def __init__(self, train_labels: np.ndarray) -> None:
         self.train_labels = train_labels
 
+    @classmethod
+    def restore(cls, normalisation: dict[str, list[float]] | None) -> "TaskHead":
+        """The prediction rule of a saved model, from its ``normalisation()`` instead of training labels."""
+        return cls(np.empty((0, 0)))
+
     def loss(self, logits: Tensor, labels: Tensor) -> Tensor:
         raise NotImplementedError
 
     def predict(self, logits: Tensor) -> np.ndarray:
         """Predictions in the metrics' convention (probabilities, or values in original units)."""
         raise NotImplementedError
+
+    def normalisation(self) -> dict[str, list[float]] | None:
+        """The target standardisation that ``predict`` undoes (saved with the model), if any."""
+        return None
 
 
 class BinaryHead(TaskHead):
@@ -84,10 +93,13 @@ class RegressionHead(TaskHead):
 
     kind = "regression"
 
-    def __init__(self, train_labels: np.ndarray) -> None:
+    def __init__(self, train_labels: np.ndarray, normalisation: dict[str, list[float]] | None = None) -> None:
         super().__init__(train_labels)
-        self.mean = np.nanmean(train_labels, axis=0)
-        self.std = np.nanstd(train_labels, axis=0) + 1e-8
+        if normalisation is None:
+            self.mean = np.nanmean(train_labels, axis=0)
+            self.std = np.nanstd(train_labels, axis=0) + 1e-8
+        else:
+            self.mean, self.std = np.asarray(normalisation["mean"]), np.asarray(normalisation["std"])
 
     def loss(self, logits: Tensor, labels: Tensor) -> Tensor:
         scaled = (labels - torch.as_tensor(self.mean, device=labels.device, dtype=labels.dtype)) / \
@@ -97,6 +109,13 @@ class RegressionHead(TaskHead):
 
     def predict(self, logits: Tensor) -> np.ndarray:
         return logits.cpu().numpy() * self.std + self.mean
+
+    def normalisation(self) -> dict[str, list[float]]:
+        return {"mean": self.mean.tolist(), "std": self.std.tolist()}
+
+    @classmethod
+    def restore(cls, normalisation: dict[str, list[float]] | None) -> "RegressionHead":
+        return cls(np.empty((0, len(normalisation["mean"]))), normalisation)
 
 
 TASK_HEADS: dict[str, type[TaskHead]] = {head.kind: head for head in (BinaryHead, MulticlassHead, RegressionHead)}

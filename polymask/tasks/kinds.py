@@ -12,6 +12,7 @@ from typing import Any, Callable
 
 from tokenizers import Tokenizer
 
+from polymask.inference.saved import SaveTarget
 from polymask.model.encoder import Encoder
 from polymask.modalities.base import Modality
 from polymask.tasks.data import load_task
@@ -23,11 +24,11 @@ from polymask.tasks.squad import load_squad
 
 @dataclass(frozen=True)
 class KindRunner:
-    """``load(spec, modality, data_dir)`` -> task data; ``finetune(data, encoder, tokenizer, modality, config, seed)``
-    -> a result dict with ``valid`` and ``test`` metrics."""
+    """``load(spec, modality, data_dir)`` -> task data; ``finetune(data, encoder, tokenizer, modality, config, seed,
+    save_to)`` -> a result dict with ``valid`` and ``test`` metrics (the chosen model saved to ``save_to`` if given)."""
 
     load: Callable[[TaskSpec, Modality, Path | None], Any]
-    finetune: Callable[[Any, Encoder, Tokenizer, Modality, FinetuneConfig, int], dict[str, Any]]
+    finetune: Callable[[Any, Encoder, Tokenizer, Modality, FinetuneConfig, int, SaveTarget | None], dict[str, Any]]
 
 
 _TABLE = KindRunner(load_task, finetune)

@@ -35,6 +35,27 @@ def cell_minutes(cells: list[dict[str, Any]]) -> float:
     return sum(cell.get("time_s", 0.0) for cell in cells) / 60
 
 
+def saved_models(cells: list[dict[str, Any]]) -> str:
+    """How many fine-tuned models the cells saved and their total size, e.g. "12 fine-tuned models, 38.2 MB"."""
+    saved = [cell["model_bytes"] for cell in cells if "model_dir" in cell]
+    return f"{len(saved)} fine-tuned model{'' if len(saved) == 1 else 's'}, {sum(saved) / 1e6:.1f} MB"
+
+
+def _saved_models_section(cells: list[dict[str, Any]]) -> list[str]:
+    """A row per saved model folder (relative to the report), with its validation score's cell."""
+    saved = [cell for cell in cells if "model_dir" in cell]
+    if not saved:
+        return []
+    lines = ["", "## Fine-tuned models", "",
+             f"{saved_models(cells)} in all: the model each cell chose on the validation split (model.safetensors, "
+             f"finetuned.json, tokenizer). Apply one with `polymask predict --model FOLDER --data FILE --out "
+             f"PRED.csv`, or `polymask.load_model(FOLDER)` in Python.", "",
+             "| system | task | seed | folder | size (MB) |", "|---|---|---:|---|---:|"]
+    lines += [f"| {c['system']} | {c['task']} | {c['seed']} | `{c['model_dir']}` | {c['model_bytes'] / 1e6:.2f} |"
+              for c in saved]
+    return lines
+
+
 BENCHMARK_SCORES = {"glue": "glue score"}
 
 
@@ -164,6 +185,7 @@ def write_report(out: Path, title: str, rows: list[dict[str, Any]], results: dic
                          f"| {row['n_train']} / {row['n_valid']} / "
                          f"{row['n_test']} | {detail['skipped']} | {detail['duplicates_removed']} | {row['truncated']} |")
     lines += ["", "## Systems", ""] + [f"- **{name}**: {text}" for name, text in results["systems"].items()]
+    lines += _saved_models_section(results["cells"])
     if results["missing"]:
         lines += ["", "## Missing tasks (not run)", ""] + [f"- {k}: {v}" for k, v in results["missing"].items()]
     (out / "results.md").write_text("\n".join(lines) + "\n")

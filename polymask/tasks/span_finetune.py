@@ -14,6 +14,7 @@ from tokenizers import Tokenizer
 from torch import Tensor
 
 from polymask.data.batching import BatchSampler, collate
+from polymask.inference.saved import SaveTarget, finetuned_meta, save_finetuned
 from polymask.model.encoder import Encoder
 from polymask.modalities.base import Modality
 from polymask.tasks.data import cap_indices
@@ -33,9 +34,21 @@ def _capped(examples: list[QAExample], limit: int | None, seed: int) -> list[QAE
     return [examples[i] for i in cap_indices(len(examples), limit, seed)]
 
 
+def span_forward(model: SpanPredictor, pad: int, device: torch.device, precision: str) -> Forward:
+    """Start and end scores of some windows (rows) of ``features``, with [CLS] and context positions allowed."""
+    def forward(features: SpanFeatures, rows: np.ndarray) -> tuple[Tensor, Tensor]:
+        batch = collate([features.ids[i] for i in rows], pad).to(device)
+        allowed = allowed_positions(features, rows, batch.input_ids.shape[1]).to(device)
+        with autocast(device, precision):
+            return model(batch.input_ids, batch.attention_mask, allowed)
+
+    return forward
+
+
 def predict_answers(model: torch.nn.Module, forward: Forward, features: SpanFeatures, examples: list[QAExample],
                     config: FinetuneConfig, allow_null: bool) -> list[tuple[str, float]]:
     """(best answer text, no-answer score) per example, from the best span of each of its windows."""
+    training = model.training
     model.eval()
     count = len(features)
     scores, starts, ends, nulls = np.zeros(count), np.zeros(count, int), np.zeros(count, int), np.zeros(count)
@@ -44,13 +57,14 @@ def predict_answers(model: torch.nn.Module, forward: Forward, features: SpanFeat
         for rows in BatchSampler(lengths, config.batch_size, 0, shuffle=False).epoch(0):
             best = best_spans(*forward(features, rows), config.span.max_answer_len)
             scores[rows], starts[rows], ends[rows], nulls[rows] = (value.cpu().numpy() for value in best)
-    model.train()
+    model.train(training)
     return answer_predictions(features, examples, scores, starts, ends, nulls, allow_null)
 
 
 def finetune_span(task: SquadTask, encoder: Encoder, tokenizer: Tokenizer, modality: Modality,
-                  config: FinetuneConfig, seed: int) -> dict[str, Any]:
-    """Fine-tune ``encoder`` with a span head on ``task``; SQuAD metrics of the best validation epoch."""
+                  config: FinetuneConfig, seed: int, save_to: SaveTarget | None = None) -> dict[str, Any]:
+    """Fine-tune ``encoder`` with a span head on ``task``; SQuAD metrics of the best validation epoch (and,
+    with ``save_to``, the model of that epoch saved there)."""
     started = time.perf_counter()
     torch.manual_seed(seed)
     device = resolve_device(config.device)
@@ -69,12 +83,7 @@ def finetune_span(task: SquadTask, encoder: Encoder, tokenizer: Tokenizer, modal
     pad = SpecialIds.of(tokenizer).pad
     sampler = BatchSampler(np.array([len(ids) for ids in train_f.ids]), config.batch_size, seed)
     starts, ends = torch.tensor(train_f.starts), torch.tensor(train_f.ends)
-
-    def forward(features: SpanFeatures, rows: np.ndarray) -> tuple[Tensor, Tensor]:
-        batch = collate([features.ids[i] for i in rows], pad).to(device)
-        allowed = allowed_positions(features, rows, batch.input_ids.shape[1]).to(device)
-        with autocast(device, config.precision):
-            return model(batch.input_ids, batch.attention_mask, allowed)
+    forward = span_forward(model, pad, device, config.precision)
 
     def loss_of(rows: np.ndarray) -> Tensor:
         return span_loss(*forward(train_f, rows), starts[rows].to(device), ends[rows].to(device))
@@ -85,6 +94,10 @@ def finetune_span(task: SquadTask, encoder: Encoder, tokenizer: Tokenizer, modal
 
     fitted = fit(model, config, sampler.epoch, loss_of, lambda: evaluate(valid, valid_f)[0], spec.metric)
     test_metrics, predictions = evaluate(test, test_f)
+    if save_to is not None:
+        save_finetuned(save_to.folder, model, tokenizer, finetuned_meta(
+            spec, task.label_names, 2, modality, encoder, config.model_dump(mode="json"), seed, fitted.valid,
+            fitted.best_epoch, save_to, span={**config.span.model_dump(), "allow_no_answer": task.version_2}))
     result = {
         "task": spec.key, "seed": seed, "metric": spec.metric, "best_epoch": fitted.best_epoch,
         "epochs_run": fitted.epochs_run, "valid": fitted.valid, "test": test_metrics,

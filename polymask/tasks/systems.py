@@ -1,12 +1,16 @@
 """The rows of a benchmark table: pretrained checkpoints, the same architecture untrained, references.
 
-A ``System`` turns (task data, seed) into a result dict with ``valid`` and ``test`` metrics.
+A ``System`` turns (task data, seed, model folder) into a result dict with ``valid`` and ``test`` metrics;
+pretrained checkpoints save the model chosen on the validation split into the model folder (unless
+``FinetuneConfig.save_model`` is off); the reference rows (the untrained encoder, the classical
+baselines) keep no model, which halves the disk a one-checkpoint benchmark uses.
 Benchmark-specific reference baselines (ECFP + random forest for MoleculeNet, k-mer counts +
 logistic regression for DNA, ...) register in ``REFERENCES`` under their benchmark's name.
 """
 from __future__ import annotations
 
 import importlib
+import json
 import time
 from dataclasses import dataclass
 from pathlib import Path
@@ -16,6 +20,7 @@ import numpy as np
 import torch
 
 from polymask.config import build_run_config
+from polymask.inference.saved import SaveTarget
 from polymask.model.encoder import Encoder
 from polymask.modalities import build_modality
 from polymask.modalities.base import Modality
@@ -24,10 +29,10 @@ from polymask.tasks.data import TaskData, with_train_cap
 from polymask.tasks.finetune import FinetuneConfig
 from polymask.tasks.kinds import KINDS
 from polymask.tasks.metrics import score
-from polymask.training.checkpoint import LoadedCheckpoint, load_checkpoint
+from polymask.training.checkpoint import MANIFEST, LoadedCheckpoint, load_checkpoint
 
-#: (task data of any kind, seed) -> result dict.
-RunCell = Callable[[Any, int], dict[str, Any]]
+#: (task data of any kind, seed, folder for the fine-tuned model) -> result dict.
+RunCell = Callable[[Any, int, Path], dict[str, Any]]
 
 
 @dataclass
@@ -45,7 +50,7 @@ class Reference:
     """A benchmark-specific baseline: ``run(task, seed)`` trains and scores it."""
 
     name: str
-    run: RunCell
+    run: Callable[[Any, int], dict[str, Any]]
 
 
 REFERENCES: Registry[list[Reference]] = Registry("benchmark references")
@@ -55,9 +60,16 @@ REFERENCE_MODULES = {"moleculenet": "polymask.tasks.moleculenet", "glue": "polym
 
 
 def _finetuned(encoder_factory: Callable[[int], Encoder], checkpoint: LoadedCheckpoint, modality: Modality,
-               config: FinetuneConfig) -> RunCell:
-    def run(task: Any, seed: int) -> dict[str, Any]:
-        return KINDS[task.spec.kind].finetune(task, encoder_factory(seed), checkpoint.tokenizer, modality, config, seed)
+               config: FinetuneConfig, keeps_models: bool) -> RunCell:
+    """Fine-tuning cells; with ``keeps_models`` (and ``config.save_model``) each saves its chosen model."""
+    objective = build_run_config(checkpoint.config).objective.name
+    step = json.loads((checkpoint.folder / MANIFEST).read_text()).get("step")
+
+    def run(task: Any, seed: int, model_dir: Path) -> dict[str, Any]:
+        target = SaveTarget(model_dir, str(checkpoint.folder.resolve()), objective, step) \
+            if keeps_models and config.save_model else None
+        return KINDS[task.spec.kind].finetune(task, encoder_factory(seed), checkpoint.tokenizer, modality, config,
+                                              seed, target)
 
     return run
 
@@ -70,11 +82,12 @@ def checkpoint_system(path: Path, config: FinetuneConfig) -> System:
     run_dir = checkpoint.folder.parent.parent
     return System(f"{run_dir.name} ({run_config.objective.name})",
                   f"{checkpoint.folder} ({run_config.objective.name}, preset {checkpoint.encoder_config.preset})",
-                  modality, _finetuned(lambda seed: checkpoint.build_encoder(), checkpoint, modality, config))
+                  modality, _finetuned(lambda seed: checkpoint.build_encoder(), checkpoint, modality, config, True))
 
 
 def untrained_system(path: Path, config: FinetuneConfig) -> System:
-    """The same architecture and tokenizer as the checkpoint at ``path``, randomly initialised (per seed)."""
+    """The same architecture and tokenizer as the checkpoint at ``path``, randomly initialised (per seed); a
+    reference row, so its fine-tuned models are not kept."""
     checkpoint = load_checkpoint(path)
     modality = build_modality(build_run_config(checkpoint.config).modality)
 
@@ -83,7 +96,7 @@ def untrained_system(path: Path, config: FinetuneConfig) -> System:
         return Encoder(checkpoint.encoder_config, checkpoint.vocab_size)
 
     return System("no pretraining", f"architecture of {checkpoint.folder}, random initialisation",
-                  modality, _finetuned(fresh_encoder, checkpoint, modality, config))
+                  modality, _finetuned(fresh_encoder, checkpoint, modality, config, False))
 
 
 def reference_result(task: TaskData, seed: int, predictions: dict[str, np.ndarray], started: float) -> dict[str, Any]:
@@ -101,8 +114,9 @@ def reference_result(task: TaskData, seed: int, predictions: dict[str, np.ndarra
     }
 
 
-def _capped(run: RunCell, max_train_examples: int | None) -> RunCell:
-    return lambda task, seed: run(with_train_cap(task, max_train_examples, seed), seed)
+def _capped(run: Callable[[Any, int], dict[str, Any]], max_train_examples: int | None) -> RunCell:
+    """A reference baseline as a benchmark row: the capped training subset; no model folder is written."""
+    return lambda task, seed, model_dir: run(with_train_cap(task, max_train_examples, seed), seed)
 
 
 def reference_systems(benchmark: str, modality: Modality, max_train_examples: int | None = None) -> list[System]:

@@ -5,7 +5,8 @@ Layout of ``<run>/checkpoints/step-000600/``::
     model.safetensors      objective weights (``encoder.*`` plus the objective's own modules)
     optimizer.safetensors  optimizer moments and RNG states
     trainer_state.json     step, data position, optimizer hyper-parameters, Python RNG state
-    config.json            the run config
+    polymask.json          the run config (``config.json`` before: transformers' name, which made
+                           ``AutoModel.from_pretrained`` take a polymask checkpoint for a Hugging Face folder)
     encoder.json           encoder config + vocabulary size (all that fine-tuning needs)
     tokenizer.json         the tokenizer (plus transformers side files)
     manifest.json          sha256 of every file above, written last
@@ -29,6 +30,7 @@ from safetensors import SafetensorError
 from safetensors.torch import load_file, save_file
 from tokenizers import Tokenizer
 
+from polymask.atomic_folder import move_into_place
 from polymask.errors import CheckpointError
 from polymask.model.encoder import Encoder, EncoderConfig
 from polymask.tokenization import load_tokenizer, save_tokenizer
@@ -36,6 +38,11 @@ from polymask.tokenization import load_tokenizer, save_tokenizer
 if TYPE_CHECKING:
     from polymask.objectives import Objective
 
+RUN_CONFIG = "polymask.json"
+#: The run config's name in checkpoints written before it was renamed; still read.
+LEGACY_RUN_CONFIG = "config.json"
+#: The metadata file that marks a fine-tuned model folder (``polymask.inference.saved``), not a checkpoint.
+FINETUNED_META = "finetuned.json"
 LATEST = "latest.json"
 MANIFEST = "manifest.json"
 
@@ -58,6 +65,13 @@ def _fsync_dir(path: Path) -> None:
         os.fsync(descriptor)
     finally:
         os.close(descriptor)
+
+
+def write_manifest(folder: Path, fields: dict[str, Any]) -> None:
+    """Write ``manifest.json`` last into a finished folder: ``fields`` and the sha256 of every file in it
+    (what ``verify_checkpoint`` checks)."""
+    files = {path.name: _sha256(path) for path in sorted(folder.iterdir())}
+    _write_json(folder / MANIFEST, {**fields, "files": files})
 
 
 def optimizer_tensors(optimizer_state: dict[str, Any]) -> tuple[dict[str, torch.Tensor], dict[str, Any]]:
@@ -100,23 +114,13 @@ def save_checkpoint(run_dir: Path, step: int, weights: dict[str, torch.Tensor], 
     moments, optimizer_meta = optimizer_tensors(optimizer_state)
     save_file({**moments, **rng_tensors}, str(tmp / "optimizer.safetensors"))
     _write_json(tmp / "trainer_state.json", {**trainer_state, "optimizer": optimizer_meta})
-    _write_json(tmp / "config.json", config)
+    _write_json(tmp / RUN_CONFIG, config)
     _write_json(tmp / "encoder.json", {"config": encoder.config.model_dump(mode="json"),
                                        "vocab_size": encoder.vocab_size})
     save_tokenizer(tokenizer, tmp)
     manifest = {path.name: _sha256(path) for path in sorted(tmp.iterdir())}
     _write_json(tmp / MANIFEST, {"step": step, "files": manifest})
-    for path in tmp.iterdir():
-        with open(path, "rb") as handle:
-            os.fsync(handle.fileno())
-    if final.exists():
-        old = root / f".old-{final.name}"
-        shutil.rmtree(old, ignore_errors=True)
-        final.rename(old)
-        tmp.rename(final)
-        shutil.rmtree(old, ignore_errors=True)
-    else:
-        tmp.rename(final)
+    move_into_place(tmp, final)
     pointer = root / f".{LATEST}.tmp"
     _write_json(pointer, {"checkpoint": final.name, "step": step})
     os.replace(pointer, root / LATEST)
@@ -193,6 +197,15 @@ class LoadedCheckpoint:
         objective.load_state_dict(self.weights)
         return objective
 
+    def embed(self, records: Any, pool: str = "mean", batch_size: int = 64, device: str = "auto",
+              with_reasons: bool = False) -> Any:
+        """One vector per record (N, d_model) from the encoder's final hidden states, mean-pooled over the real
+        tokens by default (``pool="cls"``: the [CLS] state); records read through the run's modality, rejected
+        ones NaN (``with_reasons``: also why). See ``polymask.inference.model.AppliedEncoder.embed``."""
+        from polymask.inference.model import PretrainedEncoder
+
+        return PretrainedEncoder(self, device).embed(records, pool, batch_size, with_reasons=with_reasons)
+
     def build_encoder(self) -> Encoder:
         """A fresh encoder holding the checkpoint's ``encoder.*`` weights (objective modules dropped)."""
         encoder = Encoder(self.encoder_config, self.vocab_size)
@@ -213,16 +226,25 @@ def upgrade_legacy_configs(run_config: dict[str, Any], encoder_config: dict[str,
             run_config["model"]["embed_norm"] = False
 
 
+def run_config_name(folder: Path) -> str:
+    """The run config's file in a checkpoint: ``polymask.json``, or ``config.json`` in one written before."""
+    return LEGACY_RUN_CONFIG if not (folder / RUN_CONFIG).is_file() and (folder / LEGACY_RUN_CONFIG).is_file() \
+        else RUN_CONFIG
+
+
 def load_checkpoint(path: Path) -> LoadedCheckpoint:
     """Load (and verify) a checkpoint from a checkpoint or run folder."""
     folder = resolve_checkpoint(path)
+    if (folder / FINETUNED_META).is_file():
+        raise CheckpointError(f"{folder} is a fine-tuned model, not a pretraining checkpoint; load it with "
+                              f"polymask.load_model")
     verify_checkpoint(folder)
     try:
         weights = load_file(str(folder / "model.safetensors"))
     except (SafetensorError, OSError) as exc:
         raise CheckpointError(f"{folder}: unreadable model.safetensors ({exc})") from None
     encoder_meta = json.loads((folder / "encoder.json").read_text())
-    run_config = json.loads((folder / "config.json").read_text())
+    run_config = json.loads((folder / run_config_name(folder)).read_text())
     upgrade_legacy_configs(run_config, encoder_meta["config"])
     return LoadedCheckpoint(folder, weights, run_config,
                             EncoderConfig.model_validate(encoder_meta["config"]), encoder_meta["vocab_size"],

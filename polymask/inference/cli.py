@@ -1,0 +1,172 @@
+"""``polymask predict`` and ``polymask embed``: argument parsing and wiring (imports stay light until a
+command runs, so that building the parser does not load torch)."""
+from __future__ import annotations
+
+import argparse
+import os
+from pathlib import Path
+from typing import Any, Callable
+
+from polymask.errors import DataError
+
+PREDICT_FORMATS = (".csv", ".tsv", ".parquet")
+EMBED_FORMATS = (".npy", ".parquet")
+
+
+def _write_atomically(out: Path, write: Callable[[Path], Any]) -> None:
+    """Write ``out`` through a temporary file renamed into place: a crash or a full disk leaves no half file."""
+    tmp = out.with_name(f".{out.name}.tmp")
+    try:
+        out.parent.mkdir(parents=True, exist_ok=True)
+        write(tmp)
+        os.replace(tmp, out)
+    except OSError as exc:
+        tmp.unlink(missing_ok=True)
+        raise DataError(f"cannot write {out}: {exc.strerror or exc}") from None
+
+
+def _check_suffix(out: Path, formats: tuple[str, ...]) -> None:
+    if out.suffix.lower() not in formats:
+        raise DataError(f"--out {out}: give a file ending in {' or '.join(formats)}")
+
+
+def _input_table(args: argparse.Namespace, applied: Any) -> Any:
+    from polymask.inference.table import read_input_table
+
+    defaults = [*applied.input_columns, *applied.modality.default_columns]
+    return read_input_table(args.data, args.column, defaults, len(applied.input_columns))
+
+
+def _write_table(frame: Any, out: Path) -> None:
+    if out.suffix.lower() == ".parquet":
+        _write_atomically(out, lambda tmp: frame.to_parquet(tmp, index=False))
+    else:
+        separator = "\t" if out.suffix.lower() == ".tsv" else ","
+        _write_atomically(out, lambda tmp: frame.to_csv(tmp, index=False, sep=separator))
+
+
+def cmd_predict(args: argparse.Namespace) -> int:
+    import pandas as pd
+
+    from polymask.inference.model import load_model
+
+    _check_suffix(args.out, PREDICT_FORMATS)
+    model = load_model(args.model, args.device)
+    table = _input_table(args, model)
+    applied = model.predict_inputs(table.inputs, table.reasons, args.batch_size, progress=not args.quiet)
+    clashes = [name for name in applied.frame.columns if name in table.frame.columns]
+    if clashes:
+        raise DataError(f"{args.data} already has the column(s) {clashes} that predict writes; rename them")
+    _write_table(pd.concat([table.frame.reset_index(drop=True), applied.frame], axis=1), args.out)
+    cut = "questions cut" if model.task["kind"] == "span" else f"truncated to {model.max_len} tokens"
+    print(f"polymask predict: {len(table.inputs)} rows: {applied.predicted} predicted, {applied.rejected} rejected "
+          f"(see the reason column), {applied.truncated} {cut}, {applied.unknown} with tokens outside the "
+          f"vocabulary -> {args.out}")
+    return 0
+
+
+def _embedder(folder: Path, device: str) -> Any:
+    from polymask.inference.model import PretrainedEncoder, load_model
+    from polymask.inference.saved import is_finetuned
+    from polymask.training.checkpoint import load_checkpoint
+
+    return load_model(folder, device) if is_finetuned(folder) else PretrainedEncoder(load_checkpoint(folder), device)
+
+
+def rows_file(out: Path) -> Path:
+    """The side file of an .npy embedding: which input row each vector belongs to."""
+    return out.with_name(f"{out.stem}.rows.csv")
+
+
+def cmd_embed(args: argparse.Namespace) -> int:
+    import numpy as np
+    import pandas as pd
+
+    from polymask.inference.columns import REASON
+
+    _check_suffix(args.out, EMBED_FORMATS)
+    embedder = _embedder(args.checkpoint, args.device)
+    table = _input_table(args, embedder)
+    encoded = embedder.encode_inputs(table.inputs, table.reasons)
+    vectors = embedder.embed_encoded(encoded, args.pool, args.batch_size, progress=not args.quiet)
+    accepted = encoded.accepted
+    frame = table.frame.reset_index(drop=True)
+    if args.out.suffix.lower() == ".npy":
+        vector_of = pd.array([None] * len(vectors), dtype="Int64")
+        vector_of[accepted] = np.arange(len(accepted))
+        rows = pd.DataFrame({"row": np.arange(len(vectors)), "vector": vector_of, REASON: encoded.reasons})
+
+        def write_vectors(tmp: Path) -> None:
+            with open(tmp, "wb") as handle:
+                np.save(handle, vectors[accepted])
+
+        _write_atomically(args.out, write_vectors)
+        _write_table(pd.concat([rows, frame.drop(columns=table.columns)], axis=1), rows_file(args.out))
+        where = f"{args.out} ({len(accepted)} x {vectors.shape[1]}); rows: {rows_file(args.out)}"
+    else:
+        import pyarrow as pa
+
+        frame = frame.assign(**{REASON: encoded.reasons})
+        embedding = pa.FixedSizeListArray.from_arrays(pa.array(vectors.reshape(-1)), vectors.shape[1])
+        table_out = pa.Table.from_pandas(frame, preserve_index=False).append_column("embedding", embedding)
+
+        def write(tmp: Path) -> None:
+            import pyarrow.parquet as pq
+
+            pq.write_table(table_out, tmp)
+
+        _write_atomically(args.out, write)
+        where = f"{args.out} ({len(vectors)} rows x {vectors.shape[1]})"
+    pooling = args.pool or embedder.pooling
+    print(f"polymask embed: {len(vectors)} rows: {len(accepted)} embedded ({pooling} pooling), "
+          f"{len(vectors) - len(accepted)} rejected, {encoded.truncated} truncated to {embedder.max_len} tokens -> "
+          f"{where}")
+    return 0
+
+
+def _common(parser: argparse.ArgumentParser) -> None:
+    parser.add_argument("--data", type=Path, required=True,
+                        help="records: .csv/.tsv/.jsonl/.parquet (every column kept), .smi, FASTA or .txt (a record "
+                             "per line), optionally gzipped")
+    parser.add_argument("--column", nargs="+",
+                        help="input column(s) of a table (default: the model's own input columns, else the modality's "
+                             "usual names such as smiles, sequence, text)")
+    parser.add_argument("--batch-size", type=int, default=64, help="records per batch (default: 64)")
+    parser.add_argument("--device", default="auto",
+                        help="auto (CUDA when present, as train), cpu or cuda[:N] (default: auto)")
+    parser.add_argument("--quiet", action="store_true", help="no progress bar")
+    parser.add_argument("--plugin", action="append",
+                        help="module or .py file registering the model's custom modality (repeatable; default: none)")
+
+
+def add_commands(sub: argparse._SubParsersAction) -> None:
+    predict = sub.add_parser(
+        "predict", help="apply a fine-tuned model to new records",
+        description="Apply a fine-tuned model (a seed-N/ folder written by finetune or benchmark) to a file of records. "
+                    "The output has one row per input row, in input order: the input's own columns, then the "
+                    "predictions (regression: predicted_<target> in original units; classification: prob_<class> "
+                    "and predicted_<label>; several binary tasks: prob_<task> each; span/question answering: "
+                    "predicted_answer from question and context columns), then 'reason', set where the modality "
+                    "rejected the record (its prediction cells are empty).")
+    predict.add_argument("--model", type=Path, required=True, help="fine-tuned model folder (has finetuned.json)")
+    predict.add_argument("--out", type=Path, required=True, help="predictions: .csv, .tsv or .parquet")
+    _common(predict)
+    predict.set_defaults(handler=cmd_predict)
+
+    embed = sub.add_parser(
+        "embed", help="one vector per record from a pretrained or fine-tuned encoder",
+        description="Embed records with the encoder of a pretraining run or checkpoint (MLM, MAE-LM, ExLM) or of a "
+                    "fine-tuned model: the final hidden states pooled into one vector per record, in input order. "
+                    ".parquet: one row per input row (the input's own columns, 'reason', and 'embedding'; a rejected "
+                    "record's embedding is all NaN). .npy: only the embedded records' vectors, and a side file "
+                    "X.rows.csv giving, for every input row, its vector's index in X.npy (empty if rejected), why, "
+                    "and the input's other columns (ids).")
+    embed.add_argument("--checkpoint", type=Path, required=True,
+                       help="pretraining run or checkpoint folder, or a fine-tuned model folder")
+    embed.add_argument("--out", type=Path, required=True, help="X.npy (+ X.rows.csv) or X.parquet")
+    embed.add_argument("--pool", choices=["cls", "mean"],
+                       help="cls: the [CLS] state; mean: the mean over the record's tokens ([CLS] and [SEP] included, "
+                            "padding excluded) (default: the fine-tuned model's own pooling; mean for a pretrained "
+                            "checkpoint)")
+    _common(embed)
+    embed.set_defaults(handler=cmd_embed)

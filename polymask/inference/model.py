@@ -1,0 +1,181 @@
+"""Trained encoders applied to new records: ``FinetunedModel`` (predictions and embeddings) and
+``PretrainedEncoder`` (embeddings), both reading records exactly as fine-tuning did.
+
+Records are a list of strings (tuples of two for a sentence-pair task), a pandas Series, or a DataFrame
+holding the model's input columns. A record the modality rejects keeps its row: empty predictions, a
+NaN embedding, and the reason.
+"""
+from __future__ import annotations
+
+from dataclasses import dataclass
+from pathlib import Path
+from typing import TYPE_CHECKING, Any, Sequence
+
+import numpy as np
+import torch
+from pydantic import ValidationError
+from tokenizers import Tokenizer
+
+from polymask.errors import CheckpointError
+from polymask.inference.columns import REASON, prediction_columns
+from polymask.inference.records import Encoded, Inputs, as_inputs, encode_records, run_batched
+from polymask.inference.saved import read_finetuned
+from polymask.modalities import MODALITIES, Modality
+from polymask.model.encoder import Encoder, EncoderConfig
+from polymask.tasks.heads import TASK_HEADS, Pooling, SequencePredictor, pool as pool_states
+from polymask.tokenization import SpecialIds
+from polymask.training.runtime import resolve_device
+
+if TYPE_CHECKING:
+    import pandas as pd
+
+    from polymask.training.checkpoint import LoadedCheckpoint
+
+
+@dataclass
+class Applied:
+    """What applying a model to records gave: one row per record, and how many were predicted or rejected."""
+
+    frame: "pd.DataFrame"
+    predicted: int
+    rejected: int
+    truncated: int
+    unknown: int
+
+
+def modality_from(config: dict[str, Any]) -> Modality:
+    """The registered modality named in a saved config, with its saved options."""
+    name = config.get("name")
+    if name not in MODALITIES:
+        raise CheckpointError(f"the model's modality '{name}' is not registered; import the module that registers it "
+                              f"first (--plugin on the command line)")
+    modality_cls = MODALITIES.get(name)
+    try:
+        return modality_cls(modality_cls.Config.model_validate(config))
+    except ValidationError as exc:
+        raise CheckpointError(f"the saved options of modality '{name}' do not validate: {exc.errors()[0]['msg']} "
+                              f"({'.'.join(map(str, exc.errors()[0]['loc']))})") from None
+
+
+class AppliedEncoder:
+    """An encoder with the tokenizer and modality it was trained with, ready to embed records."""
+
+    def __init__(self, encoder: Encoder, tokenizer: Tokenizer, modality: Modality, max_len: int, pooling: Pooling,
+                 input_columns: Sequence[str], device: str = "auto") -> None:
+        self.device = resolve_device(device)
+        self.encoder = encoder.eval().to(self.device)
+        self.tokenizer = tokenizer
+        self.modality = modality
+        self.max_len = max_len
+        self.pooling = pooling
+        self.input_columns = list(input_columns)
+        self.pad = SpecialIds.of(tokenizer).pad
+
+    def encode_inputs(self, inputs: Sequence[Inputs], reasons: Sequence[str | None]) -> Encoded:
+        """Token ids of parsed records, read through the modality as at training."""
+        return encode_records(inputs, reasons, self.modality, self.tokenizer, self.max_len)
+
+    def embed(self, records: Any, pool: Pooling | None = None, batch_size: int = 64, progress: bool = False,
+              with_reasons: bool = False) -> np.ndarray | tuple[np.ndarray, list[str | None]]:
+        """One vector per record (N, d_model), float32, in input order: the final hidden states pooled by
+        ``pool`` (default: the model's pooling; mean over real tokens for a pretrained encoder). A rejected
+        record's row is NaN; ``with_reasons`` also returns why (None for embedded records)."""
+        inputs, reasons, _ = as_inputs(records, self.input_columns)
+        encoded = self.encode_inputs(inputs, reasons)
+        vectors = self.embed_encoded(encoded, pool, batch_size, progress)
+        return (vectors, encoded.reasons) if with_reasons else vectors
+
+    def embed_encoded(self, encoded: Encoded, pooling: Pooling | None = None, batch_size: int = 64,
+                      progress: bool = False) -> np.ndarray:
+        """Embeddings of already encoded records (NaN rows where rejected)."""
+        pooling = pooling or self.pooling
+        accepted = encoded.accepted
+
+        def forward(batch: Any) -> np.ndarray:
+            hidden = self.encoder(batch.input_ids, attention_mask=batch.attention_mask)
+            return pool_states(hidden, batch.attention_mask, pooling).float().cpu().numpy()
+
+        vectors = np.full((len(encoded.ids), self.encoder.config.d_model), np.nan, dtype=np.float32)
+        vectors[accepted] = run_batched([encoded.ids[i] for i in accepted], forward, vectors.shape[1], batch_size,
+                                        self.pad, self.device, progress=progress, desc="embed")
+        return vectors
+
+
+class PretrainedEncoder(AppliedEncoder):
+    """The encoder of a pretraining checkpoint (MLM, MAE-LM or ExLM; the objective's modules dropped)."""
+
+    def __init__(self, checkpoint: "LoadedCheckpoint", device: str = "auto") -> None:
+        from polymask.config import build_run_config
+
+        run = build_run_config(checkpoint.config)
+        modality = modality_from(run.modality.model_dump(mode="json"))
+        super().__init__(checkpoint.build_encoder(), checkpoint.tokenizer, modality, run.data.max_len, "mean",
+                         [modality.default_columns[0]], device)
+        self.folder = checkpoint.folder
+
+
+class FinetunedModel(AppliedEncoder):
+    """A fine-tuned model folder (``polymask finetune`` writes one per task and seed): ``predict`` and ``embed``."""
+
+    def __init__(self, folder: Path, device: str = "auto") -> None:
+        meta, weights, tokenizer = read_finetuned(folder)
+        self.folder = Path(folder)
+        self.meta = meta
+        self.task: dict[str, Any] = meta["task"]
+        encoder = Encoder(EncoderConfig.model_validate(meta["encoder"]["config"]), meta["encoder"]["vocab_size"])
+        if self.task["kind"] == "span":
+            from polymask.tasks.span import SpanPredictor
+
+            self.network: torch.nn.Module = SpanPredictor(encoder)
+        else:
+            self.network = SequencePredictor(encoder, self.task["n_outputs"], meta["pooling"], dropout=0.0)
+            self.head = TASK_HEADS[self.task["kind"]].restore(meta["normalisation"])
+        try:
+            self.network.load_state_dict(weights)
+        except RuntimeError as exc:
+            raise CheckpointError(f"{folder}: weights do not fit the saved configuration ({exc})") from None
+        super().__init__(encoder, tokenizer, modality_from(meta["modality"]), meta["max_len"], meta["pooling"],
+                         self.task["input_columns"], device)
+        self.network.eval().to(self.device)
+
+    def predict(self, records: Any, batch_size: int = 64, progress: bool = False) -> "pd.DataFrame":
+        """One row per record, in order (with the index of a DataFrame or Series given): the prediction columns
+        (see ``polymask.inference.columns``; for a span model ``predicted_answer``) and ``reason``, set where the
+        record was rejected and its prediction cells left empty."""
+        inputs, reasons, index = as_inputs(records, self.input_columns)
+        frame = self.predict_inputs(inputs, reasons, batch_size, progress).frame
+        if index is not None:
+            frame.index = index
+        return frame
+
+    def predict_inputs(self, inputs: Sequence[Inputs], reasons: Sequence[str | None], batch_size: int = 64,
+                       progress: bool = False) -> Applied:
+        """Predictions for parsed inputs, with the counts a command-line summary reports."""
+        import pandas as pd
+
+        if self.task["kind"] == "span":
+            from polymask.inference.span import predict_answers_of
+
+            return predict_answers_of(self, inputs, reasons, batch_size)
+        encoded = self.encode_inputs(inputs, reasons)
+        accepted = encoded.accepted
+        outputs = np.full((len(inputs), self.task["n_outputs"]), np.nan)
+
+        def forward(batch: Any) -> np.ndarray:
+            return self.head.predict(self.network(batch.input_ids, batch.attention_mask))
+
+        outputs[accepted] = run_batched([encoded.ids[i] for i in accepted], forward, outputs.shape[1], batch_size,
+                                        self.pad, self.device, progress=progress, desc="predict")
+        frame = pd.DataFrame(prediction_columns(self.task, outputs))
+        frame[REASON] = encoded.reasons
+        return Applied(frame, len(accepted), len(inputs) - len(accepted), encoded.truncated, encoded.unknown)
+
+
+def load_model(path: str | Path, device: str = "auto") -> FinetunedModel:
+    """Open a fine-tuned model folder (``cells/<system>/<task>/seed-N/`` of a finetune or benchmark run).
+
+    >>> model = polymask.load_model("runs/finetune-moleculenet-esol/cells/demo-mlm/moleculenet-esol/seed-0")
+    >>> model.predict(["CCO", "c1ccccc1"])      # DataFrame: predicted_<target> in original units, reason
+    >>> model.embed(["CCO", "c1ccccc1"])        # (2, d_model) float32
+    """
+    return FinetunedModel(Path(path), device)

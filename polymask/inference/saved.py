@@ -1,0 +1,144 @@
+"""The fine-tuned model folder: what ``polymask finetune`` keeps of each (task, seed) cell.
+
+Layout of ``<cell>/seed-N/``::
+
+    model.safetensors   the predictor's weights: ``encoder.*`` and ``head.*``
+    finetuned.json      everything needed to apply it (see ``finetuned_meta``)
+    tokenizer.json      the tokenizer, copied in (plus transformers side files)
+    manifest.json       sha256 of every file above, written last
+
+The folder is written into a temporary folder and renamed into place (``move_into_place``), so a
+crash never leaves a half-written model under the final name.
+"""
+from __future__ import annotations
+
+import json
+import math
+import shutil
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import torch
+from safetensors import SafetensorError
+from safetensors.torch import load_file, save_file
+from tokenizers import Tokenizer
+
+from polymask.atomic_folder import move_into_place
+from polymask.errors import CheckpointError
+from polymask.modalities.base import Modality
+from polymask.model.encoder import Encoder
+from polymask.tasks.spec import TaskSpec
+from polymask.tokenization import load_tokenizer, save_tokenizer
+from polymask.training.checkpoint import FINETUNED_META, verify_checkpoint, write_manifest
+
+FORMAT = "polymask-finetuned"
+FORMAT_VERSION = 1
+#: transformers' ``problem_type`` vocabulary (plus "span" for extractive question answering).
+PROBLEM_TYPES = {"regression": "regression", "multiclass": "single_label_classification", "span": "span"}
+
+
+@dataclass(frozen=True)
+class SaveTarget:
+    """Where a cell's chosen model is written, and the pretraining checkpoint its encoder came from (its
+    folder, objective and step)."""
+
+    folder: Path
+    checkpoint: str
+    objective: str
+    step: int | None
+
+
+def problem_type(spec: TaskSpec, n_labels: int) -> str:
+    """regression, single_label_classification (multiclass, or one binary task), multi_label_classification
+    (several binary tasks, as Tox21) or span."""
+    if spec.kind == "binary":
+        return "single_label_classification" if n_labels == 1 else "multi_label_classification"
+    return PROBLEM_TYPES[spec.kind]
+
+
+def class_names(spec: TaskSpec, n_outputs: int) -> list[str]:
+    """Names of the classes of a classification task: the spec's label values, else 0, 1, ..."""
+    if spec.kind == "binary":
+        return list(spec.label_values or ["0", "1"])
+    if spec.kind == "multiclass":
+        return list(spec.label_values or [str(i) for i in range(n_outputs)])
+    return []
+
+
+def finetuned_meta(spec: TaskSpec, label_names: list[str], n_outputs: int, modality: Modality, encoder: Encoder,
+                   finetune_config: dict[str, Any], seed: int, valid: dict[str, float], best_epoch: int,
+                   target: SaveTarget, normalisation: dict[str, list[float]] | None = None,
+                   span: dict[str, Any] | None = None) -> dict[str, Any]:
+    """The JSON that makes a saved predictor usable on its own: ``normalisation`` (mean, std) of regression
+    targets, ``span`` options (windows, longest answer, whether "no answer" is allowed) of span tasks."""
+    modality_config = modality.config.model_dump(mode="json")
+    modality_config["tokenizer"] = None  # the tokenizer is copied into the folder
+    return {
+        "format": FORMAT, "format_version": FORMAT_VERSION,
+        "task": {"key": spec.key, "kind": spec.kind, "problem_type": problem_type(spec, len(label_names)),
+                 "input_columns": list(spec.input_columns), "label_names": list(label_names),
+                 "class_names": class_names(spec, n_outputs), "n_outputs": n_outputs, "source": spec.source},
+        "normalisation": normalisation,
+        "modality": modality_config,
+        "encoder": {"config": encoder.config.model_dump(mode="json"), "vocab_size": encoder.vocab_size},
+        "pooling": finetune_config["pooling"], "max_len": finetune_config["max_len"],
+        "span": span,
+        "metric": spec.metric, "valid": valid, "best_epoch": best_epoch, "seed": seed,
+        "finetune": finetune_config,
+        "pretrained": {"checkpoint": target.checkpoint, "objective": target.objective, "step": target.step},
+    }
+
+
+def _json_safe(value: Any) -> Any:
+    """NaN and infinities become null (standard JSON)."""
+    if isinstance(value, float) and not math.isfinite(value):
+        return None
+    if isinstance(value, dict):
+        return {key: _json_safe(item) for key, item in value.items()}
+    if isinstance(value, (list, tuple)):
+        return [_json_safe(item) for item in value]
+    return value
+
+
+def save_finetuned(folder: Path, model: torch.nn.Module, tokenizer: Tokenizer, meta: dict[str, Any]) -> Path:
+    """Write the fine-tuned model folder atomically; returns ``folder``."""
+    tmp = folder.with_name(f".tmp-{folder.name}")
+    shutil.rmtree(tmp, ignore_errors=True)
+    tmp.mkdir(parents=True)
+    save_file({name: tensor.detach().cpu().contiguous() for name, tensor in model.state_dict().items()},
+              str(tmp / "model.safetensors"))
+    (tmp / FINETUNED_META).write_text(json.dumps(_json_safe(meta), indent=1, allow_nan=False))
+    save_tokenizer(tokenizer, tmp)
+    write_manifest(tmp, {"format": FORMAT})
+    move_into_place(tmp, folder)
+    return folder
+
+
+def is_finetuned(folder: Path) -> bool:
+    return (Path(folder) / FINETUNED_META).is_file()
+
+
+def read_finetuned(folder: Path) -> tuple[dict[str, Any], dict[str, torch.Tensor], Tokenizer]:
+    """(metadata, weights, tokenizer) of a fine-tuned model folder, verified against its manifest."""
+    folder = Path(folder)
+    if not is_finetuned(folder):
+        if not folder.exists():
+            raise CheckpointError(f"fine-tuned model not found: {folder}")
+        raise CheckpointError(f"{folder} is not a fine-tuned model folder (no {FINETUNED_META}); a pretraining "
+                              f"run or checkpoint loads with polymask.load_checkpoint")
+    verify_checkpoint(folder)
+    try:
+        meta = json.loads((folder / FINETUNED_META).read_text())
+        weights = load_file(str(folder / "model.safetensors"))
+    except (ValueError, SafetensorError, OSError) as exc:
+        raise CheckpointError(f"{folder}: unreadable fine-tuned model ({exc})") from None
+    if meta.get("format") != FORMAT or meta.get("format_version", 0) > FORMAT_VERSION:
+        raise CheckpointError(f"{folder}: {FINETUNED_META} is format {meta.get('format')!r} version "
+                              f"{meta.get('format_version')}; this polymask reads {FORMAT} up to {FORMAT_VERSION}")
+    return meta, weights, load_tokenizer(folder / "tokenizer.json")
+
+
+def folder_bytes(folder: Path) -> int:
+    """Total size of the files in ``folder``."""
+    return sum(path.stat().st_size for path in Path(folder).iterdir() if path.is_file())

@@ -1,0 +1,56 @@
+"""Predicting with a span (extractive question answering) model: a question and a context in, the answer
+text out, read from the context by the best span over its windows, as at fine-tuning."""
+from __future__ import annotations
+
+from typing import TYPE_CHECKING, Sequence
+
+import numpy as np
+
+from polymask.errors import InvalidRecord
+from polymask.inference.columns import REASON
+from polymask.inference.records import Inputs
+from polymask.tasks.finetune import FinetuneConfig
+from polymask.tasks.span import QAExample, SpanOptions, build_features
+from polymask.tasks.span_finetune import predict_answers, span_forward
+from polymask.tasks.squad_eval import answer_text
+
+if TYPE_CHECKING:
+    from polymask.inference.model import Applied, FinetunedModel
+
+ANSWER = "predicted_answer"
+NO_ANSWER_SCORE = "no_answer_score"
+
+
+def predict_answers_of(model: "FinetunedModel", inputs: Sequence[Inputs], reasons: Sequence[str | None],
+                       batch_size: int) -> "Applied":
+    """``predicted_answer`` per (question, context) record: a span of the context; for a model trained with
+    unanswerable questions (SQuAD v2.0) empty when ``no_answer_score`` > 0. Long contexts are read in windows."""
+    import pandas as pd
+
+    from polymask.inference.model import Applied
+
+    reasons = list(reasons)
+    examples, rows = [], []
+    for row, parts in enumerate(inputs):
+        try:
+            if parts is None:
+                raise InvalidRecord(reasons[row] or "no value")
+            question, context = (model.modality.normalize(part) for part in parts)
+        except InvalidRecord as exc:
+            reasons[row] = exc.reason
+            continue
+        examples.append(QAExample(str(row), question, context, (), -1, ""))
+        rows.append(row)
+    options = {**model.meta["span"]}
+    allow_null = options.pop("allow_no_answer")
+    config = FinetuneConfig.model_validate({**model.meta["finetune"], "batch_size": batch_size,
+                                            "span": SpanOptions.model_validate(options).model_dump()})
+    features = build_features(examples, model.tokenizer, model.max_len, config.span, targets=False)
+    forward = span_forward(model.network, model.pad, model.device, "fp32")
+    predictions = predict_answers(model.network, forward, features, examples, config, allow_null) if examples else []
+    answers: list[str | None] = [None] * len(inputs)
+    scores = np.full(len(inputs), np.nan)
+    for row, prediction in zip(rows, predictions):
+        answers[row], scores[row] = answer_text(prediction), prediction[1]
+    frame = pd.DataFrame({ANSWER: answers, **({NO_ANSWER_SCORE: scores} if allow_null else {}), REASON: reasons})
+    return Applied(frame, len(rows), len(inputs) - len(rows), features.questions_cut, 0)

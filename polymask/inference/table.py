@@ -1,0 +1,141 @@
+"""Reading the file a model is applied to: every row kept, in order, with the file's own columns.
+
+Tables (.csv, .tsv, .jsonl, .parquet) keep all their columns; delimited files are read as text, so an
+id such as ``007`` comes back unchanged. Files with one record per line or entry (.txt, .smi, FASTA) are
+read by ``data.readers`` exactly as ``polymask train`` reads them, with a ``line`` column (the record's
+line in the file) and, for .smi, the molecule's ``name``; for FASTA, the header's ``id`` and ``description``.
+"""
+from __future__ import annotations
+
+import csv
+from dataclasses import dataclass
+from pathlib import Path
+from typing import TYPE_CHECKING, Any, Sequence
+
+from polymask.data.readers import READERS, file_kind, jsonl_objects, open_text, pick_column, read_records
+from polymask.errors import DataError
+from polymask.inference.records import as_inputs
+
+if TYPE_CHECKING:
+    import pandas as pd
+
+    from polymask.inference.records import Inputs
+
+TABLES = (".csv", ".tsv", ".jsonl", ".parquet")
+
+
+@dataclass
+class InputTable:
+    """The file's rows (``frame``), and per row the model's input strings (None where unreadable) and why not."""
+
+    frame: "pd.DataFrame"
+    inputs: list["Inputs"]
+    reasons: list[str | None]
+    columns: list[str]
+
+
+def choose_columns(available: Sequence[str], wanted: Sequence[str] | None, defaults: Sequence[str], count: int,
+                   source: str) -> list[str]:
+    """The ``count`` input columns: those named, else the first default present (one column), else the model's
+    own input column names (a pair)."""
+    if wanted:
+        if len(wanted) != count:
+            raise DataError(f"the model reads {count} input column(s); --column names {len(wanted)}")
+        return [pick_column(available, name, (), source) for name in wanted]
+    if count == 1:
+        return [pick_column(available, None, defaults, source)]
+    missing = [name for name in defaults[:count] if name not in available]
+    if missing:
+        raise DataError(f"{source}: no column {missing} (the model reads {list(defaults[:count])}); columns are "
+                        f"{list(available)}; name them with --column")
+    return list(defaults[:count])
+
+
+def _delimited(path: Path) -> tuple["pd.DataFrame", list[str | None]]:
+    import pandas as pd
+
+    with open_text(path) as handle:
+        reader = csv.reader(handle, delimiter="\t" if file_kind(path) == ".tsv" else ",")
+        header = next(reader, None)
+        if header is None:
+            raise DataError(f"{path}: empty file")
+        header = [name.lstrip("\ufeff") for name in header]
+        rows, reasons = [], []
+        for row in reader:
+            if not row:
+                continue  # a blank line is no row (as in polymask train)
+            reasons.append(None if len(row) == len(header) else
+                           f"line {reader.line_num}: {len(row)} fields, the header has {len(header)}")
+            rows.append((row + [""] * len(header))[:len(header)])
+    return pd.DataFrame(rows, columns=header, dtype=object), reasons
+
+
+def _jsonl(path: Path) -> tuple["pd.DataFrame", list[str | None]]:
+    import pandas as pd
+
+    objects = list(jsonl_objects(path))
+    reasons = [None if error is None else f"line {number}: {error}" for number, _, error in objects]
+    return pd.DataFrame([item or {} for _, item, _ in objects]), reasons
+
+
+def _parquet(path: Path) -> tuple["pd.DataFrame", list[str | None]]:
+    import pyarrow.parquet as pq
+
+    frame = pq.read_table(path).to_pandas()
+    return frame, [None] * len(frame)
+
+
+def _table(path: Path, wanted: Sequence[str] | None, defaults: Sequence[str], count: int) -> InputTable:
+    readers = {".csv": _delimited, ".tsv": _delimited, ".jsonl": _jsonl, ".parquet": _parquet}
+    frame, read_errors = readers[file_kind(path)](path)
+    columns = choose_columns(list(frame.columns), wanted, defaults, count, str(path))
+    inputs, reasons, _ = as_inputs(frame, columns)
+    reasons = [error or reason for error, reason in zip(read_errors, reasons)]
+    inputs = [None if error else parts for error, parts in zip(read_errors, inputs)]
+    return InputTable(frame, inputs, reasons, columns)
+
+
+def _entry_names(path: Path, lines: list[int]) -> dict[str, list[str]]:
+    """The .smi name (after the SMILES) or the FASTA header's id and description of the entries at ``lines``."""
+    wanted = set(lines)
+    found: dict[int, str] = {}
+    with open_text(path) as handle:
+        for number, line in enumerate(handle, start=1):
+            if number in wanted:
+                found[number] = line.strip()
+    if file_kind(path) == ".smi" or file_kind(path) == ".smiles":
+        return {"name": [" ".join(found[n].split()[1:]) for n in lines]}
+    headers = [found[n][1:].split(maxsplit=1) + ["", ""] for n in lines]
+    return {"id": [h[0] for h in headers], "description": [h[1] for h in headers]}
+
+
+def read_input_table(path: Path, wanted: Sequence[str] | None, defaults: Sequence[str],
+                     count: int = 1) -> InputTable:
+    """Every row of ``path`` and the model's inputs in it; ``defaults`` are the column names tried when
+    ``wanted`` names none (the model's own input columns first)."""
+    import pandas as pd
+
+    kind = file_kind(path)
+    if not path.is_file():
+        raise DataError(f"input file not found: {path}")
+    if kind not in READERS:
+        raise DataError(f"{path}: unsupported file type '{kind}'; supported: {', '.join(sorted(READERS))} "
+                        f"(optionally .gz)")
+    try:
+        if kind in TABLES:
+            return _table(path, wanted, defaults, count)
+        if count != 1:
+            raise DataError(f"{path}: the model reads {count} columns {list(defaults[:count])}; give a table "
+                            f"({', '.join(TABLES)})")
+        records = list(read_records(path, None, defaults))
+        name = wanted[0] if wanted else defaults[0]
+        columns: dict[str, Any] = {"line": [r.line for r in records]}
+        if kind not in (".txt", ".text"):
+            columns.update(_entry_names(path, columns["line"]))
+        columns[name] = [r.text for r in records]
+    except UnicodeDecodeError as exc:
+        raise DataError(f"{path}: not UTF-8 text ({exc.reason} at byte {exc.start})") from None
+    except csv.Error as exc:
+        raise DataError(f"{path}: malformed CSV ({exc})") from None
+    return InputTable(pd.DataFrame(columns), [None if r.error else (r.text,) for r in records],
+                      [r.error for r in records], [name])
