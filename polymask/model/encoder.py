@@ -13,7 +13,7 @@ import torch
 from pydantic import Field, model_validator
 from torch import Tensor, nn
 
-from polymask.model.layers import Block, RotaryEmbedding
+from polymask.model.layers import Block, RotaryEmbedding, key_mask
 from polymask.schema import StrictModel
 
 PRESETS: dict[str, dict[str, int]] = {
@@ -100,11 +100,12 @@ class Encoder(nn.Module):
 
     def forward(self, input_ids: Tensor | None = None, *, inputs_embeds: Tensor | None = None,
                 attention_mask: Tensor | None = None, position_ids: Tensor | None = None,
-                output_hidden_states: bool = False) -> Tensor | list[Tensor]:
+                key_bias: Tensor | None = None, output_hidden_states: bool = False) -> Tensor | list[Tensor]:
         """Encode a batch.
 
         input_ids (B, L) or inputs_embeds (B, L, D); attention_mask (B, L), True for real tokens,
-        None when nothing is padding; position_ids (B, L) or (B, L, 2), default 0..L-1.
+        None when nothing is padding; position_ids (B, L) or (B, L, 2), default 0..L-1; key_bias (B, L):
+        added to every query's attention logit of each key (ExLM's -log k on expanded states), or None.
         Returns the final hidden states (B, L, D), or with ``output_hidden_states`` the list
         [embeddings, block 1, ..., block N (normed)].
         """
@@ -112,7 +113,7 @@ class Encoder(nn.Module):
         if position_ids is None:
             position_ids = torch.arange(x.shape[1], device=x.device).unsqueeze(0)
         rope = self.rotary(position_ids)
-        attn_mask = None if attention_mask is None else attention_mask[:, None, None, :]
+        attn_mask = key_mask(attention_mask, key_bias)
         x = self.drop(x)
         states = [x] if output_hidden_states else []
         for index, block in enumerate(self.blocks):

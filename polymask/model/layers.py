@@ -46,17 +46,30 @@ def apply_rotary(x: Tensor, cos: Tensor, sin: Tensor, sections: int) -> Tensor:
     return x * cos.to(x.dtype) + rotated * sin.to(x.dtype)
 
 
+def key_mask(attention_mask: Tensor | None, key_bias: Tensor | None) -> Tensor | None:
+    """The (B, 1, 1, L) mask ``attention`` takes: boolean key padding (True where a key may be attended) or,
+    with a per-key additive bias (B, L), that bias with -inf on padding."""
+    if key_bias is None:
+        return None if attention_mask is None else attention_mask[:, None, None, :]
+    if attention_mask is not None:
+        key_bias = key_bias.masked_fill(~attention_mask.bool(), float("-inf"))
+    return key_bias[:, None, None, :]
+
+
 def attention(q: Tensor, k: Tensor, v: Tensor, attn_mask: Tensor | None, dropout: float) -> Tensor:
-    """Scaled dot-product attention; ``attn_mask`` is boolean, True where a key may be attended.
+    """Scaled dot-product attention; ``attn_mask`` is boolean (True where a key may be attended) or an
+    additive float bias (``key_mask``).
 
     On CPU in bf16 the fused SDPA kernels are 3-8x slower than two plain matrix products for the
     short sequences polymask trains on, so that case uses the explicit form (softmax in fp32).
     """
+    additive = attn_mask is not None and attn_mask.dtype != torch.bool
     if q.device.type != "cpu" or q.dtype != torch.bfloat16:
-        return F.scaled_dot_product_attention(q, k, v, attn_mask=attn_mask, dropout_p=dropout)
+        return F.scaled_dot_product_attention(q, k, v, attn_mask=attn_mask.to(q.dtype) if additive else attn_mask,
+                                              dropout_p=dropout)
     scores = (q @ k.transpose(-1, -2)) * q.shape[-1] ** -0.5
     if attn_mask is not None:
-        scores = scores.masked_fill(~attn_mask, float("-inf"))
+        scores = scores.float() + attn_mask if additive else scores.masked_fill(~attn_mask, float("-inf"))
     probs = F.dropout(scores.float().softmax(dim=-1), dropout).to(v.dtype)
     return probs @ v
 

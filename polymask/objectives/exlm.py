@@ -14,6 +14,7 @@ Viterbi (most probable) path of the DAG predicts it as its argmax.
 """
 from __future__ import annotations
 
+import math
 from dataclasses import dataclass
 from typing import Any, Literal
 
@@ -27,7 +28,7 @@ from polymask.objectives.base import LMHead, Objective, ObjectiveConfig, Objecti
 from polymask.objectives.dag import dag_best_alignment, dag_log_likelihood
 from polymask.objectives.registry import OBJECTIVES
 from polymask.objectives.state_expansion import Expansion, expand_states
-from polymask.objectives.transitions import TransitionScorer, allowed_edges
+from polymask.objectives.transitions import TransitionScorer, allowed_edges, next_group_bias
 from polymask.tokenization import SpecialIds
 
 
@@ -42,6 +43,14 @@ class ExLMConfig(ObjectiveConfig):
         0.0, ge=0, le=1, description="scale of the transition loss's gradient into the encoder: 0 (default) lets the "
         "transitions read the encoder's states without training the encoder for them; 1 as the reference code "
         "(collapses the encoder onto position at small budgets, docs/exlm.md)")
+    group_attention: Literal["one_token", "per_state"] = Field(
+        "one_token", description="one_token (default): every expanded state's attention logit is lowered by log k, so "
+        "that k identical states draw the attention of one token, as the unexpanded input does; per_state: the "
+        "reference code (the k copies draw k times the weight and dilute every token's context, docs/exlm.md)")
+    next_group_bias: float = Field(
+        5.0, description="added to the transition scores of edges into the next group, so that at initialisation "
+        "the DAG follows the groups in order and target t is emitted by group t; 0: the reference code (uniform "
+        "initial transitions, a degenerate alignment at small budgets, docs/exlm.md)")
     max_slots: int = Field(2048, ge=8, description="longest expanded sequence the transition position table covers")
 
 
@@ -86,19 +95,26 @@ class ExLM(Objective):
         return expand_states(batch.input_ids, selected, batch.attention_mask, self.config.k,
                              self.specials.mask, self.specials.pad)
 
+    def key_bias(self, expansion: Expansion) -> Tensor | None:
+        """-log k on every expanded state's attention logit (``group_attention="one_token"``), else None."""
+        if self.config.group_attention == "per_state" or self.config.k == 1:
+            return None
+        return (expansion.state_index > 0).float() * -math.log(self.config.k)
+
     def score(self, batch: Batch, selected: Tensor) -> DagScores:
         """Expand, encode, and score emissions and transitions of the expanded states."""
         config = self.config
         expansion = self.expand(batch, selected)
         hidden = self.encoder(expansion.input_ids, attention_mask=expansion.attention_mask,
-                              position_ids=expansion.position_ids(config.rope_2d))
+                              position_ids=expansion.position_ids(config.rope_2d), key_bias=self.key_bias(expansion))
         slots = expansion.state_slots
         states = hidden.gather(1, slots[..., None].expand(-1, -1, hidden.shape[-1]))
         log_probs = self.head(states).float().log_softmax(dim=-1)
         targets = expansion.targets[:, None, :].expand(-1, slots.shape[1], -1)
         emissions = log_probs.gather(2, targets).transpose(1, 2)
         allowed = allowed_edges(expansion.state_mask, config.k, config.transitions == "dense")
-        links = self.transitions(scale_gradient(states, config.transition_grad), slots, allowed)
+        links = self.transitions(scale_gradient(states, config.transition_grad), slots, allowed,
+                                 next_group_bias(allowed.shape[1], config.k, config.next_group_bias))
         return DagScores(expansion, log_probs, emissions, links)
 
     def aligned_states(self, scores: DagScores) -> tuple[Tensor, Tensor]:

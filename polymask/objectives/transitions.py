@@ -30,6 +30,14 @@ def allowed_edges(state_mask: Tensor, k: int, dense: bool) -> Tensor:
     return forward & state_mask[:, :, None] & state_mask[:, None, :]
 
 
+def next_group_bias(states: int, k: int, bias: float) -> Tensor | None:
+    """(N, N) ``bias`` on the edges from each state to the states of the next group (None when 0)."""
+    if not bias:
+        return None
+    group = torch.arange(states) // k
+    return (group[None, :] == group[:, None] + 1).float() * bias
+
+
 class TransitionScorer(nn.Module):
     """Log transition probabilities (B, N, N) from the states' hidden vectors and slots."""
 
@@ -48,8 +56,9 @@ class TransitionScorer(nn.Module):
             nn.init.zeros_(module.bias)
         nn.init.normal_(self.slot_embedding.weight, std=0.02)
 
-    def forward(self, hidden: Tensor, slots: Tensor, allowed: Tensor) -> Tensor:
-        """hidden (B, N, D) of the states, slots (B, N) their expanded-sequence index, allowed (B, N, N)."""
+    def forward(self, hidden: Tensor, slots: Tensor, allowed: Tensor, bias: Tensor | None = None) -> Tensor:
+        """hidden (B, N, D) of the states, slots (B, N) their expanded-sequence index, allowed (B, N, N);
+        bias (N, N), added to every chunk's scores before the softmax (``next_group_bias``)."""
         if int(slots.max()) >= self.max_slots:
             raise ValueError(f"expanded sequence of {int(slots.max()) + 1} slots exceeds the transition position "
                              f"table ({self.max_slots}); raise objective.max_slots")
@@ -61,6 +70,8 @@ class TransitionScorer(nn.Module):
         log_gate = F.log_softmax(self.gate(features).to(precise), dim=-1)  # (B, N, H), from the source state
         with torch.autocast(hidden.device.type, enabled=False):
             scores = torch.einsum("buhd,bvhd->bhuv", query, key) * query.shape[-1] ** -0.5
+            if bias is not None:
+                scores = scores + bias.to(scores)
             blocked = ~allowed[:, None]
             log_attention = F.log_softmax(scores.masked_fill(blocked, NEG), dim=-1).masked_fill(blocked, NEG)
             return torch.logsumexp(log_attention + log_gate.transpose(1, 2)[..., None], dim=1)
