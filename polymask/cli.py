@@ -116,6 +116,13 @@ def cmd_bench(args: argparse.Namespace) -> int:
     return 0
 
 
+def cmd_export(args: argparse.Namespace) -> int:
+    from polymask.export.hf import export_checkpoint, export_summary
+
+    print(export_summary(export_checkpoint(args.checkpoint, args.out, args.overwrite)))
+    return 0
+
+
 def _add_train(sub: argparse._SubParsersAction) -> None:
     parser = sub.add_parser("train", help="pretrain an encoder", description="Pretrain an encoder with one objective.")
     parser.add_argument("--modality", help="registered modality (smiles, dna, text, ...)")
@@ -163,6 +170,19 @@ def _add_bench(sub: argparse._SubParsersAction) -> None:
     parser.set_defaults(handler=cmd_bench)
 
 
+def _add_export(sub: argparse._SubParsersAction) -> None:
+    parser = sub.add_parser(
+        "export", help="write a checkpoint as a Hugging Face folder (transformers alone loads it)",
+        description="Write a checkpoint as a Hugging Face folder: config, safetensors weights, tokenizer, model card "
+                    "and the model code (torch + transformers only; load with trust_remote_code=True). The export "
+                    "is checked against polymask's encoder before it is written.")
+    parser.add_argument("--checkpoint", type=Path, required=True, help="run or checkpoint folder")
+    parser.add_argument("--out", type=Path, required=True, help="folder to write (ready for push_to_hub)")
+    parser.add_argument("--overwrite", action="store_true", help="replace --out if it exists")
+    parser.add_argument("--plugin", action="append", help="module or .py file registering the run's custom modality")
+    parser.set_defaults(handler=cmd_export)
+
+
 def _add_analyze(sub: argparse._SubParsersAction) -> None:
     from polymask.analysis import ANALYSES
 
@@ -181,7 +201,7 @@ def _add_tasks(sub: argparse._SubParsersAction) -> None:
 
 
 COMMANDS: list[Callable[[argparse._SubParsersAction], None]] = [
-    _add_train, _add_tokenizer, _add_tasks, _add_bench, _add_analyze]
+    _add_train, _add_tokenizer, _add_tasks, _add_export, _add_bench, _add_analyze]
 
 
 def build_parser() -> argparse.ArgumentParser:
