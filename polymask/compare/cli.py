@@ -15,7 +15,7 @@ def cmd_compare(args: argparse.Namespace) -> int:
     from polymask.compare.run import run_compare
     from polymask.config import apply_override, load_yaml
     from polymask.objectives import OBJECTIVES
-    from polymask.tasks.finetune import FinetuneConfig
+    from polymask.tasks.options import FinetuneConfig
 
     objectives = [name.strip() for name in args.objectives.split(",") if name.strip()]
     for name in objectives:

@@ -6,7 +6,7 @@ from pathlib import Path
 from typing import Any
 
 from polymask.errors import ConfigError
-from polymask.tasks.finetune import FinetuneConfig
+from polymask.tasks.options import FinetuneConfig
 
 
 def add_finetune_options(parser: argparse.ArgumentParser) -> None:

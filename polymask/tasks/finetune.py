@@ -9,47 +9,22 @@ from __future__ import annotations
 import copy
 import time
 from dataclasses import dataclass
-from typing import Any, Callable, Literal
+from typing import Any, Callable
 
 import numpy as np
 import torch
-from pydantic import Field
 from tokenizers import Tokenizer
 from torch import Tensor, nn
 
 from polymask.data.batching import BatchSampler, collate
 from polymask.model.encoder import Encoder
 from polymask.modalities.base import Modality
-from polymask.schema import StrictModel
 from polymask.tasks.data import TaskData, TaskSplit, subset
 from polymask.tasks.heads import TASK_HEADS, SequencePredictor, TaskHead
 from polymask.tasks.metrics import better, score
-from polymask.tasks.span import SpanOptions
+from polymask.tasks.options import FinetuneConfig
 from polymask.tokenization import SpecialIds
 from polymask.training.runtime import autocast, resolve_device
-
-
-class FinetuneConfig(StrictModel):
-    """Fine-tuning hyper-parameters (the same for every checkpoint in a benchmark)."""
-
-    lr: float = Field(2e-4, gt=0, description="peak learning rate")
-    epochs: int = Field(20, ge=1, description="maximum epochs")
-    patience: int = Field(5, ge=1, description="stop after this many epochs without validation improvement")
-    batch_size: int = Field(32, ge=1, description="examples per batch")
-    pooling: Literal["cls", "mean"] = Field("mean", description="sequence representation: [CLS] state or mean of tokens")
-    freeze_encoder: bool = Field(False, description="train the head only (linear probe)")
-    dropout: float = Field(0.1, ge=0, lt=1, description="dropout before the head")
-    weight_decay: float = Field(0.01, ge=0, description="AdamW weight decay")
-    warmup_fraction: float = Field(0.06, ge=0, lt=1, description="fraction of steps with linear warm-up")
-    max_len: int = Field(256, ge=8, description="tokens per example; longer ones are truncated and counted")
-    max_train_examples: int | None = Field(None, ge=1, description="cap on training examples (random subset)")
-    max_valid_examples: int | None = Field(
-        None, ge=1, description="cap on validation examples (a fixed random subset, the same for every system and seed)")
-    max_test_examples: int | None = Field(
-        None, ge=1, description="cap on test examples (a fixed random subset, the same for every system and seed)")
-    span: SpanOptions = Field(default_factory=SpanOptions, description="span-extraction tasks (SQuAD): windows, answers")
-    precision: Literal["auto", "fp32", "bf16"] = Field("auto", description="as in pretraining")
-    device: str = Field("auto", description="auto, cpu, cuda or cuda:N")
 
 
 @dataclass
