@@ -24,7 +24,7 @@ from polymask.tasks.heads import TASK_HEADS, SequencePredictor, TaskHead
 from polymask.tasks.metrics import better, score
 from polymask.tasks.options import FinetuneConfig
 from polymask.tokenization import SpecialIds
-from polymask.training.runtime import autocast, resolve_device
+from polymask.training.runtime import autocast, inner_progress_bar, resolve_device
 
 
 @dataclass
@@ -80,15 +80,17 @@ def fit(model: nn.Module, config: FinetuneConfig, batches: Callable[[int], list[
         loss_of: Callable[[Any], Tensor], validate: Callable[[], dict[str, float]], metric: str) -> Fitted:
     """AdamW with linear warm-up and decay over ``config.epochs`` epochs of ``batches(epoch)``; ``validate``
     after each epoch; stops after ``config.patience`` epochs without improving ``metric`` and restores the
-    best epoch's weights."""
+    best epoch's weights. Progress (epoch, step, validation metric) shows under a benchmark's bar."""
     parameters = [p for p in model.parameters() if p.requires_grad]
     optimizer = torch.optim.AdamW(parameters, lr=config.lr, weight_decay=config.weight_decay)
     total_steps = config.epochs * len(batches(0))
+    bar = inner_progress_bar(total=total_steps, unit="step")
     warmup = max(1, int(config.warmup_fraction * total_steps))
     schedule = torch.optim.lr_scheduler.LambdaLR(
         optimizer, lambda step: min((step + 1) / warmup, max(0.0, (total_steps - step) / max(1, total_steps - warmup))))
     best_value, best_state, best_epoch, best_valid, stale = None, None, -1, {}, 0
     for epoch in range(config.epochs):
+        bar.set_description(f"epoch {epoch + 1}/{config.epochs}")
         for batch in batches(epoch):
             loss = loss_of(batch)
             loss.backward()
@@ -96,14 +98,17 @@ def fit(model: nn.Module, config: FinetuneConfig, batches: Callable[[int], list[
             optimizer.step()
             schedule.step()
             optimizer.zero_grad(set_to_none=True)
+            bar.update(1)
         valid_metrics = validate()
         if better(metric, valid_metrics[metric], best_value):
             best_value, best_epoch, best_valid, stale = valid_metrics[metric], epoch, valid_metrics, 0
             best_state = copy.deepcopy(model.state_dict())
         else:
             stale += 1
-            if stale >= config.patience:
-                break
+        bar.set_postfix_str(f"valid {metric} {valid_metrics[metric]:.4g}, best {best_value:.4g} (epoch {best_epoch + 1})")
+        if stale >= config.patience:
+            break
+    bar.close()
     if best_state is not None:
         model.load_state_dict(best_state)
     return Fitted(best_valid, best_epoch + 1, epoch + 1)
