@@ -3,25 +3,23 @@ from __future__ import annotations
 
 import ast
 import json
-import os
-import subprocess
-import sys
 from pathlib import Path
 
 import pytest
 import torch
-from safetensors.torch import save_file
 
 from polymask.cli import main
-from polymask.data.batching import Batch
 from polymask.errors import PolymaskError
-from polymask.export.hf import REMOTE_DIR, export_checkpoint, sequence_head
-from polymask.export.samples import encode_padded, sample_texts
+from polymask.export.hf import REMOTE_DIR, export_checkpoint, sequence_head, write_export
+from polymask.export.hf_remote.modeling_polymask import PolymaskForSequenceClassification
+from polymask.export.model_card import card_facts
+from polymask.export.samples import encode_padded
 from polymask.tasks.heads import SequencePredictor
 from polymask.training.checkpoint import load_checkpoint
 from polymask.training.trainer import train
 
 from conftest import tiny_config
+from hf_roundtrip import reference_case, run_blocked
 
 LEGACY_RUN = Path(__file__).parent / "data" / "legacy_run"  # SMILES MLM written before embed_norm existed
 # Every objective on every modality once; each objective with and without the embedding LayerNorm.
@@ -39,48 +37,15 @@ def _train(root: Path, modality: str, objective: str, embed_norm: bool) -> Path:
     return Path(config["out"])
 
 
-def _reference(checkpoint_path: Path, folder: Path) -> dict:
-    """polymask's own outputs on real records: hidden states, and the LM head's logits at one masked
-    position per record (MAE-LM through its decoder, as in pretraining)."""
-    checkpoint = load_checkpoint(checkpoint_path)
-    objective = checkpoint.build_objective().eval()
-    texts = sample_texts(checkpoint)
-    batch = encode_padded(checkpoint.tokenizer, texts, 64)
-    ids, real = batch["input_ids"], batch["attention_mask"].bool()
-    selected = torch.zeros_like(real)
-    selected[torch.arange(len(texts)), real.sum(dim=1) // 2] = True
-    masked_ids = ids.masked_fill(selected, objective.specials.mask)
-    with torch.no_grad():
-        hidden = objective.encoder(ids, attention_mask=real)
-        if objective.config.name == "maelm":
-            logits = objective.predict(Batch(ids, real), selected)
-        else:
-            logits = objective.head(objective.encoder(masked_ids, attention_mask=real))[selected]
-    reference = folder.parent / f"{folder.name}.reference.safetensors"
-    save_file({**batch, "hidden": hidden, "masked_input_ids": masked_ids, "masked_logits": logits,
-               "masked_positions": selected.nonzero().contiguous()}, str(reference))
-    encoding = checkpoint.tokenizer.encode(texts[0], add_special_tokens=False)
-    start, end = encoding.offsets[len(encoding.ids) // 2]
-    fill = texts[0][:start] + "[MASK]" + texts[0][end:]
-    return {"name": folder.name, "folder": str(folder), "reference": str(reference), "texts": texts, "fill": fill}
-
-
 @pytest.fixture(scope="module")
 def loaded(tmp_path_factory: pytest.TempPathFactory, one_torch_thread) -> dict:
     """Export every case, then load all of them in one subprocess in which polymask cannot be imported."""
     root = tmp_path_factory.mktemp("export")
     runs = {f"{m}-{o}-{'norm' if n else 'nonorm'}": _train(root, m, o, n) for m, o, n in CASES}
     runs["legacy-smiles-mlm-nonorm"] = LEGACY_RUN
-    cases, results = [], {}
-    for name, run in runs.items():
-        results[name] = export_checkpoint(run, root / "hf" / name)
-        cases.append(_reference(run, root / "hf" / name))
-    (root / "cases.json").write_text(json.dumps(cases))
-    env = {**os.environ, "HF_HOME": str(root / "hf-home"), "HF_HUB_OFFLINE": "1", "PYTHONPATH": ""}
-    process = subprocess.run([sys.executable, str(Path(__file__).parent / "hf_loader.py"), str(root / "cases.json")],
-                             capture_output=True, text=True, env=env, cwd=root, timeout=900)
-    assert process.returncode == 0, process.stderr[-3000:]
-    return {"exports": results, "loaded": json.loads(process.stdout.strip().splitlines()[-1]), "root": root}
+    results = {name: export_checkpoint(run, root / "hf" / name) for name, run in runs.items()}
+    cases = [reference_case(run, root / "hf" / name) for name, run in runs.items()]
+    return {"exports": results, "loaded": run_blocked(cases, root), "root": root}
 
 
 def test_transformers_alone_reproduces_every_objective_and_modality(loaded):
@@ -138,16 +103,11 @@ def test_export_never_replaces_a_folder_unasked_and_leaves_no_temporary_files(lo
 
 
 def test_a_fine_tuned_head_exports_with_regression_targets_in_original_units(loaded):
-    from polymask.export.hf_remote.modeling_polymask import PolymaskForSequenceClassification
-
     checkpoint = load_checkpoint(LEGACY_RUN)
     predictor = SequencePredictor(checkpoint.build_encoder(), 2, "cls").eval()
     torch.nn.init.normal_(predictor.head.weight)
     head = sequence_head(predictor.head.weight, predictor.head.bias, "regression", ["logS", "logP"], "cls", 0.1,
                          mean=[-3.0, 2.0], std=[2.0, 0.5])
-    from polymask.export.hf import write_export
-    from polymask.export.model_card import card_facts
-
     folder = loaded["root"] / "finetuned"
     batch = encode_padded(checkpoint.tokenizer, ["CCO", "c1ccccc1O", "CC(=O)Nc1ccc(O)cc1"], 64)
     write_export(folder, predictor.encoder, checkpoint.tokenizer, 64, card_facts(checkpoint), batch, head=head)

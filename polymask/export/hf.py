@@ -29,7 +29,7 @@ from polymask.export.samples import sample_batch
 from polymask.model.encoder import Encoder
 from polymask.objectives import Objective
 from polymask.objectives.base import LMHead
-from polymask.tokenization import HF_SPECIALS, SpecialIds
+from polymask.tokenization import SpecialIds, save_tokenizer
 from polymask.training.checkpoint import load_checkpoint
 
 REMOTE_DIR = Path(__file__).parent / "hf_remote"
@@ -115,17 +115,6 @@ def _auto_map(masked_lm: bool) -> dict[str, str]:
     if masked_lm:
         classes["AutoModelForMaskedLM"] = "modeling_polymask.PolymaskForMaskedLM"
     return classes
-
-
-def write_tokenizer(tokenizer: Tokenizer, folder: Path, max_len: int) -> None:
-    """``tokenizer.json`` plus a ``tokenizer_config.json`` that every transformers version reads as a
-    ``PreTrainedTokenizerFast`` with its special tokens and maximum length (written by hand: transformers 5
-    would name its own backend class, which transformers 4 does not know)."""
-    tokenizer.save(str(folder / "tokenizer.json"))
-    config = {"tokenizer_class": "PreTrainedTokenizerFast", "model_max_length": max_len,
-              "model_input_names": ["input_ids", "attention_mask"], "clean_up_tokenization_spaces": False,
-              **HF_SPECIALS}
-    (folder / "tokenizer_config.json").write_text(json.dumps(config, indent=1))
 
 
 def _write_model(folder: Path, config_fields: dict[str, Any], weights: dict[str, torch.Tensor],
@@ -217,7 +206,7 @@ def write_export(out: Path, encoder: Encoder, tokenizer: Tokenizer, max_len: int
     tmp.mkdir()
     try:
         _write_model(tmp, config_fields, weights, architectures, masked_lm)
-        write_tokenizer(tokenizer, tmp, max_len)
+        save_tokenizer(tokenizer, tmp, model_max_length=max_len)
         difference = check_export(tmp, architectures[0], encoder, batch)
         if difference is not None and difference > TOLERANCE:
             raise CheckpointError(f"the exported model differs from polymask's encoder by {difference:.2e} "
