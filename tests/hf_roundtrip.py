@@ -46,11 +46,12 @@ def reference_case(run: Path, folder: Path, max_len: int = 64) -> dict:
     return {"name": folder.name, "folder": str(folder), "reference": str(reference), "texts": texts, "fill": fill}
 
 
-def run_blocked(cases: list[dict], workdir: Path) -> dict:
-    """Check every case in a fresh interpreter where polymask cannot be imported."""
+def run_blocked(cases: list[dict], workdir: Path, python: str = sys.executable) -> dict:
+    """Check every case in a fresh interpreter (``python``: this one, or another environment's) where
+    polymask cannot be imported."""
     (workdir / "cases.json").write_text(json.dumps(cases))
     env = {**os.environ, "HF_HOME": str(workdir / "hf-home"), "HF_HUB_OFFLINE": "1", "PYTHONPATH": ""}
-    process = subprocess.run([sys.executable, __file__, str(workdir / "cases.json")], capture_output=True, text=True,
+    process = subprocess.run([python, __file__, str(workdir / "cases.json")], capture_output=True, text=True,
                              env=env, cwd=workdir, timeout=900)
     if process.returncode != 0:
         raise AssertionError(f"loading with transformers alone failed:\n{process.stderr[-3000:]}")

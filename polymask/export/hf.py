@@ -23,6 +23,7 @@ import torch
 from safetensors.torch import save_file
 from tokenizers import Tokenizer
 
+from polymask.atomic_folder import move_into_place
 from polymask.errors import CheckpointError, PolymaskError
 from polymask.export.model_card import CardFacts, card_facts, model_card
 from polymask.export.samples import sample_batch
@@ -163,19 +164,6 @@ def check_export(folder: Path, architecture: str, encoder: Encoder,
     return float((expected[real] - got[real]).abs().max())
 
 
-def _replace(tmp: Path, out: Path, overwrite: bool) -> None:
-    if out.exists():
-        if not overwrite:
-            raise PolymaskError(f"{out} already exists; pass --overwrite to replace it")
-        old = out.with_name(f".old-{out.name}")
-        shutil.rmtree(old, ignore_errors=True)
-        out.rename(old)
-        tmp.rename(out)
-        shutil.rmtree(old, ignore_errors=True)
-    else:
-        tmp.rename(out)
-
-
 def write_export(out: Path, encoder: Encoder, tokenizer: Tokenizer, max_len: int, card: CardFacts,
                  batch: dict[str, torch.Tensor] | None, objective: Objective | None = None,
                  head: SequenceHead | None = None, overwrite: bool = False) -> ExportResult:
@@ -213,7 +201,9 @@ def write_export(out: Path, encoder: Encoder, tokenizer: Tokenizer, max_len: int
                                   f"(tolerance {TOLERANCE:g}); nothing was written to {out}")
         checked = 0 if batch is None else int(batch["input_ids"].shape[0])
         (tmp / "README.md").write_text(model_card(card, architectures, difference, checked, head))
-        _replace(tmp, out, overwrite)
+        if out.exists() and not overwrite:  # created while this export ran
+            raise PolymaskError(f"{out} already exists; pass --overwrite to replace it")
+        move_into_place(tmp, out)
     except BaseException:
         shutil.rmtree(tmp, ignore_errors=True)
         raise

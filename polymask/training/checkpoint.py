@@ -29,6 +29,7 @@ from safetensors import SafetensorError
 from safetensors.torch import load_file, save_file
 from tokenizers import Tokenizer
 
+from polymask.atomic_folder import move_into_place
 from polymask.errors import CheckpointError
 from polymask.model.encoder import Encoder, EncoderConfig
 from polymask.tokenization import load_tokenizer, save_tokenizer
@@ -106,17 +107,7 @@ def save_checkpoint(run_dir: Path, step: int, weights: dict[str, torch.Tensor], 
     save_tokenizer(tokenizer, tmp)
     manifest = {path.name: _sha256(path) for path in sorted(tmp.iterdir())}
     _write_json(tmp / MANIFEST, {"step": step, "files": manifest})
-    for path in tmp.iterdir():
-        with open(path, "rb") as handle:
-            os.fsync(handle.fileno())
-    if final.exists():
-        old = root / f".old-{final.name}"
-        shutil.rmtree(old, ignore_errors=True)
-        final.rename(old)
-        tmp.rename(final)
-        shutil.rmtree(old, ignore_errors=True)
-    else:
-        tmp.rename(final)
+    move_into_place(tmp, final)
     pointer = root / f".{LATEST}.tmp"
     _write_json(pointer, {"checkpoint": final.name, "step": step})
     os.replace(pointer, root / LATEST)
