@@ -43,8 +43,8 @@ def venv(path: Path, requirements: list[str], constraints: Path | None = None) -
     shutil.rmtree(path, ignore_errors=True)
     subprocess.run([sys.executable, "-m", "venv", str(path)], check=True)
     python = path / "bin" / "python"
-    pip = [str(python), "-m", "pip", "install", "--quiet", "--disable-pip-version-check"]
-    subprocess.run([*pip, TORCH], check=True)
+    pip = [str(python), "-m", "pip", "install", "--disable-pip-version-check", "--progress-bar", "off"]
+    subprocess.run([*pip, "--quiet", TORCH], check=True)
     subprocess.run([*pip, *(["-c", str(constraints)] if constraints else []), *requirements], check=True)
     return python
 
