@@ -59,7 +59,8 @@ def run_blocked(cases: list[dict], workdir: Path, python: str = sys.executable) 
 
 
 def check(case: dict) -> dict:
-    from transformers import AutoModel, AutoModelForMaskedLM, AutoTokenizer, pipeline
+    from transformers import (AutoModel, AutoModelForMaskedLM, AutoModelForSequenceClassification, AutoTokenizer,
+                              pipeline)
 
     folder, reference = case["folder"], load_file(case["reference"])
     tokenizer = AutoTokenizer.from_pretrained(folder, trust_remote_code=True)
@@ -67,9 +68,11 @@ def check(case: dict) -> dict:
     real = reference["attention_mask"].bool()
     model = AutoModel.from_pretrained(folder, trust_remote_code=True).eval()
     masked_lm = AutoModelForMaskedLM.from_pretrained(folder, trust_remote_code=True).eval()
+    classifier = AutoModelForSequenceClassification.from_pretrained(folder, num_labels=2, trust_remote_code=True).eval()
     with torch.no_grad():
         hidden = model(**encoded).last_hidden_state
         logits = masked_lm(input_ids=reference["masked_input_ids"], attention_mask=reference["attention_mask"]).logits
+        classified = classifier(**encoded).logits
     rows, columns = reference["masked_positions"].unbind(-1)
     fill = pipeline("fill-mask", model=folder, tokenizer=tokenizer, trust_remote_code=True)(case["fill"], top_k=3)
     return {
@@ -80,6 +83,7 @@ def check(case: dict) -> dict:
         "tokens": {name: getattr(tokenizer, name) for name in ("mask_token", "pad_token", "cls_token", "sep_token")},
         "model_max_length": tokenizer.model_max_length,
         "model_class": type(model).__name__,
+        "classifier_logits": list(classified.shape),  # a new 2-label head on the pretrained encoder
         "fill_mask": [{"token": item["token_str"], "score": item["score"]} for item in fill],
     }
 

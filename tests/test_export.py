@@ -56,6 +56,7 @@ def test_transformers_alone_reproduces_every_objective_and_modality(loaded):
         assert result["hidden_diff"] < 1e-4, name
         assert result["logits_diff"] < 1e-4, name
         assert result["model_class"] == "PolymaskModel"
+        assert result["classifier_logits"] == [8, 2]  # AutoModelForSequenceClassification starts a new head
         assert result["tokens"] == {"mask_token": "[MASK]", "pad_token": "[PAD]", "cls_token": "[CLS]",
                                     "sep_token": "[SEP]"}
         assert result["model_max_length"] == 64

@@ -217,6 +217,8 @@ class PolymaskForMaskedLM(PolymaskPreTrainedModel):
     the [MASK] embedding takes their place in the encoder output, and the decoder reconstructs them.
     """
 
+    _keys_to_ignore_on_load_unexpected = [r"^classifier\."]  # a fine-tuned head saved in the same folder
+
     def __init__(self, config: PolymaskConfig) -> None:
         super().__init__(config)
         self.polymask = PolymaskModel(config)
@@ -269,6 +271,8 @@ def pool(hidden: Tensor, attention_mask: Optional[Tensor], pooling: str) -> Tens
 
 class PolymaskForSequenceClassification(PolymaskPreTrainedModel):
     """Encoder -> pooling (``config.pooling``) -> dropout -> linear layer, as ``polymask finetune`` trains it."""
+
+    _keys_to_ignore_on_load_unexpected = [r"^lm_head\.", r"^decoder\."]  # the pretraining heads
 
     def __init__(self, config: PolymaskConfig) -> None:
         super().__init__(config)
