@@ -9,11 +9,12 @@ import pytest
 import torch
 
 from polymask.cli import main
+from polymask.data.batching import Batch
 from polymask.errors import PolymaskError
 from polymask.export.hf import REMOTE_DIR, export_checkpoint, sequence_head, write_export
-from polymask.export.hf_remote.modeling_polymask import PolymaskForSequenceClassification
+from polymask.export.hf_remote.modeling_polymask import PolymaskForSequenceClassification, PolymaskModel
 from polymask.export.model_card import card_facts
-from polymask.export.samples import encode_padded
+from polymask.export.samples import encode_padded, sample_texts
 from polymask.tasks.heads import SequencePredictor
 from polymask.training.checkpoint import load_checkpoint
 from polymask.training.trainer import train
@@ -119,3 +120,27 @@ def test_a_fine_tuned_head_exports_with_regression_targets_in_original_units(loa
         got = model(**batch).logits
     assert torch.allclose(got, expected, atol=1e-5)
     assert model.config.id2label == {0: "logS", 1: "logP"} and model.config.problem_type == "regression"
+
+
+def test_exlm_export_takes_2d_positions_like_the_expanded_pretraining_input(loaded):
+    """The exported ExLM encoder reproduces polymask's on ExLM's expanded input (state indices 1..k), not
+    only on plain tokens (state index 0): both rotary sections are laid out as polymask lays them."""
+    run = loaded["root"] / "smiles-exlm"
+    checkpoint = load_checkpoint(run)
+    objective = checkpoint.build_objective().eval()
+    batch = encode_padded(checkpoint.tokenizer, sample_texts(checkpoint), 64)
+    real = batch["attention_mask"].bool()
+    selected = torch.zeros_like(real)
+    selected[:, 2] = True
+    expansion = objective.expand(Batch(batch["input_ids"], real), selected)
+    positions = expansion.position_ids(True)
+    model = PolymaskModel.from_pretrained(str(loaded["exports"]["smiles-exlm-norm"].folder)).eval()
+    with torch.no_grad():
+        expected = objective.encoder(expansion.input_ids, attention_mask=expansion.attention_mask,
+                                     position_ids=positions)
+        got = model(input_ids=expansion.input_ids, attention_mask=expansion.attention_mask,
+                    position_ids=positions).last_hidden_state
+    slots = torch.ones_like(expansion.input_ids, dtype=torch.bool) if expansion.attention_mask is None \
+        else expansion.attention_mask
+    assert int(positions[..., 1].max()) == objective.config.k
+    assert (expected[slots] - got[slots]).abs().max() < 1e-5
