@@ -4,7 +4,7 @@ VENV ?= .venv
 BIN := $(VENV)/bin
 STAMP := $(VENV)/.installed-stamp
 
-.PHONY: demo test tokenizers bench clean
+.PHONY: demo test tokenizers bench floors clean
 
 $(STAMP): pyproject.toml
 	test -x $(BIN)/python || $(PYTHON) -m venv $(VENV)
@@ -25,6 +25,9 @@ tokenizers: $(STAMP)  ## rebuild the built-in tokenizers from the built-in corpo
 	$(BIN)/polymask tokenizer train --modality text --out tokenizers/text --vocab-size 8192
 	$(BIN)/polymask tokenizer train --modality dna --out tokenizers/dna
 	$(BIN)/polymask tokenizer train --modality dna --option overlapping=true --out tokenizers/dna-6mer-overlap
+
+floors:  ## install the lowest declared dependency versions in build/floors and run a smoke test (~10 min)
+	$(PYTHON) benchmarks/dependency_floors.py
 
 clean:
 	rm -rf $(VENV) runs build dist

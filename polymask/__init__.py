@@ -10,22 +10,53 @@ Public API::
 
     @polymask.register_modality("protein")
     class Protein(polymask.Modality): ...
+
+The names below are imported on first use (PEP 562), so ``import polymask`` (and ``polymask --help``)
+does not load torch, datasets or RDKit.
 """
-from polymask.config import DataConfig, RunConfig, TrainConfig, build_run_config
-from polymask.errors import CheckpointError, ConfigError, DataError, InvalidRecord, PolymaskError
-from polymask.inference.model import FinetunedModel, load_model
-from polymask.model import Encoder, EncoderConfig
-from polymask.modalities import MODALITIES, Modality, ModalityConfig, register_modality
-from polymask.objectives import OBJECTIVES, Objective, ObjectiveConfig, register_objective
-from polymask.registry import Registry
-from polymask.training.checkpoint import load_checkpoint
-from polymask.training.trainer import train
+from __future__ import annotations
+
+import importlib
+from typing import TYPE_CHECKING, Any
 
 __version__ = "0.1.0"
 
-__all__ = [
-    "CheckpointError", "ConfigError", "DataConfig", "DataError", "Encoder", "EncoderConfig", "FinetunedModel",
-    "InvalidRecord", "MODALITIES", "Modality", "ModalityConfig", "OBJECTIVES", "Objective", "ObjectiveConfig",
-    "PolymaskError", "Registry", "RunConfig", "TrainConfig", "build_run_config", "load_checkpoint", "load_model",
-    "register_modality", "register_objective", "train",
-]
+_EXPORTS = {
+    "polymask.config": ("DataConfig", "RunConfig", "TrainConfig", "build_run_config"),
+    "polymask.errors": ("CheckpointError", "ConfigError", "DataError", "InvalidRecord", "PolymaskError"),
+    "polymask.inference.model": ("FinetunedModel", "load_model"),
+    "polymask.model": ("Encoder", "EncoderConfig"),
+    "polymask.modalities": ("MODALITIES", "Modality", "ModalityConfig", "register_modality"),
+    "polymask.objectives": ("OBJECTIVES", "Objective", "ObjectiveConfig", "register_objective"),
+    "polymask.registry": ("Registry",),
+    "polymask.training.checkpoint": ("load_checkpoint",),
+    "polymask.training.trainer": ("train",),
+}
+_MODULE_OF = {name: module for module, names in _EXPORTS.items() for name in names}
+
+__all__ = sorted(_MODULE_OF)
+
+
+def __getattr__(name: str) -> Any:
+    module = _MODULE_OF.get(name)
+    if module is None:
+        raise AttributeError(f"module 'polymask' has no attribute '{name}'")
+    value = getattr(importlib.import_module(module), name)
+    globals()[name] = value
+    return value
+
+
+def __dir__() -> list[str]:
+    return sorted({*globals(), *__all__})
+
+
+if TYPE_CHECKING:
+    from polymask.config import DataConfig, RunConfig, TrainConfig, build_run_config
+    from polymask.errors import CheckpointError, ConfigError, DataError, InvalidRecord, PolymaskError
+    from polymask.inference.model import FinetunedModel, load_model
+    from polymask.model import Encoder, EncoderConfig
+    from polymask.modalities import MODALITIES, Modality, ModalityConfig, register_modality
+    from polymask.objectives import OBJECTIVES, Objective, ObjectiveConfig, register_objective
+    from polymask.registry import Registry
+    from polymask.training.checkpoint import load_checkpoint
+    from polymask.training.trainer import train

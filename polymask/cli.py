@@ -11,6 +11,27 @@ from polymask.errors import PolymaskError
 from polymask.registry import UnknownNameError
 
 
+class DefaultsHelpFormatter(argparse.HelpFormatter):
+    """Appends "(default: X)" to every option that has a default and does not already say it."""
+
+    def _get_help_string(self, action: argparse.Action) -> str | None:
+        text = action.help or ""
+        default = action.default
+        if default is None or default is False or default is argparse.SUPPRESS or "default" in text \
+                or not action.option_strings:
+            return text
+        shown = " ".join(map(str, default)) if isinstance(default, (list, tuple)) else "%(default)s"
+        return f"{text} (default: {shown})"
+
+
+class Parser(argparse.ArgumentParser):
+    """The parser of every verb: help shows defaults (sub-parsers inherit the class)."""
+
+    def __init__(self, *args: Any, **kwargs: Any) -> None:
+        kwargs.setdefault("formatter_class", DefaultsHelpFormatter)
+        super().__init__(*args, **kwargs)
+
+
 def _run_config_dict(args: argparse.Namespace) -> dict[str, Any]:
     from polymask.config import apply_override, load_yaml, merge
 
@@ -116,18 +137,31 @@ def cmd_bench(args: argparse.Namespace) -> int:
     return 0
 
 
+def cmd_export(args: argparse.Namespace) -> int:
+    from polymask.export.hf import export_checkpoint, export_summary
+
+    print(export_summary(export_checkpoint(args.checkpoint, args.out, args.overwrite)))
+    return 0
+
+
 def _add_train(sub: argparse._SubParsersAction) -> None:
     parser = sub.add_parser("train", help="pretrain an encoder", description="Pretrain an encoder with one objective.")
-    parser.add_argument("--modality", help="registered modality (smiles, dna, text, ...)")
-    parser.add_argument("--objective", help="registered objective (mlm, maelm, exlm, ...)")
-    parser.add_argument("--config", help="YAML recipe: a path or a built-in name (see configs/)")
+    parser.add_argument("--modality", help="registered modality (smiles, dna, text, ...); no default: give it "
+                        "here or in --config (or --resume)")
+    parser.add_argument("--objective", help="registered objective (mlm, maelm, exlm, ...); no default: give it "
+                        "here or in --config (or --resume)")
+    parser.add_argument("--config", help="YAML recipe: a path or a built-in name (see configs/); default: none, "
+                        "every field at its documented default")
     parser.add_argument("--data", nargs="+", type=Path, help="corpus files (default: the modality's built-in corpus)")
-    parser.add_argument("--column", help="column/field holding sequences in csv/tsv/jsonl/parquet files")
+    parser.add_argument("--column", help="column/field holding sequences in csv/tsv/jsonl/parquet files "
+                        "(default: the modality's usual names, e.g. smiles, sequence, text)")
     parser.add_argument("--out", type=Path, help="run folder (default runs/<modality>-<objective>)")
-    parser.add_argument("--set", action="append", metavar="KEY=VALUE", help="override a config field, e.g. train.lr=3e-4")
+    parser.add_argument("--set", action="append", metavar="KEY=VALUE",
+                        help="override a config field, e.g. train.lr=3e-4 (repeatable; default: none)")
     parser.add_argument("--strict", action="store_true", help="fail on the first invalid record")
-    parser.add_argument("--resume", type=Path, help="continue from a run or checkpoint folder")
-    parser.add_argument("--plugin", action="append", help="module or .py file registering custom modalities/objectives")
+    parser.add_argument("--resume", type=Path, help="continue from a run or checkpoint folder (default: start afresh)")
+    parser.add_argument("--plugin", action="append",
+                        help="module or .py file registering custom modalities/objectives (repeatable; default: none)")
     parser.set_defaults(handler=cmd_train)
 
 
@@ -135,22 +169,25 @@ def _add_tokenizer(sub: argparse._SubParsersAction) -> None:
     parser = sub.add_parser("tokenizer", help="build tokenizers")
     verbs = parser.add_subparsers(dest="tokenizer_verb", required=True)
     build = verbs.add_parser("train", help="build a modality's tokenizer from a corpus")
-    build.add_argument("--modality", required=True)
+    build.add_argument("--modality", required=True, help="registered modality (smiles, dna, text, ...)")
     build.add_argument("--input", nargs="+", type=Path, help="corpus files (default: the built-in corpus)")
     build.add_argument("--out", type=Path, required=True, help="folder for tokenizer.json")
-    build.add_argument("--vocab-size", type=int, help="vocabulary size (BPE) or cap (SMILES)")
-    build.add_argument("--column", help="column/field holding sequences")
-    build.add_argument("--option", action="append", metavar="KEY=VALUE", help="modality option, e.g. k=4")
-    build.add_argument("--plugin", action="append", help="module or .py file registering custom modalities")
+    build.add_argument("--vocab-size", type=int,
+                       help="vocabulary size (BPE) or cap (SMILES) (default: the modality's vocab_size option)")
+    build.add_argument("--column", help="column/field holding sequences (default: the modality's usual names)")
+    build.add_argument("--option", action="append", metavar="KEY=VALUE",
+                       help="modality option, e.g. k=4 (repeatable; default: the modality's defaults)")
+    build.add_argument("--plugin", action="append",
+                       help="module or .py file registering custom modalities (repeatable; default: none)")
     build.set_defaults(handler=cmd_tokenizer_train)
 
 
 def _add_bench(sub: argparse._SubParsersAction) -> None:
     parser = sub.add_parser("bench", help="training throughput next to HF BertForMaskedLM")
-    parser.add_argument("--modality", default="smiles")
+    parser.add_argument("--modality", default="smiles", help="modality whose built-in corpus is measured")
     parser.add_argument("--preset", default="mini", help="encoder size preset")
-    parser.add_argument("--batch-size", type=int, default=32)
-    parser.add_argument("--max-len", type=int, default=128)
+    parser.add_argument("--batch-size", type=int, default=32, help="sequences per step")
+    parser.add_argument("--max-len", type=int, default=128, help="maximum tokens per sequence")
     parser.add_argument("--objectives", default="mlm", help="comma-separated objectives")
     parser.add_argument("--mask-ratios", default="0.15", help="comma-separated mask ratios (a row per objective each)")
     parser.add_argument("--flop-steps", type=int, default=3, help="steps whose FLOPs are counted after the timed ones")
@@ -158,9 +195,24 @@ def _add_bench(sub: argparse._SubParsersAction) -> None:
     parser.add_argument("--warmup", type=int, default=5, help="untimed steps first")
     parser.add_argument("--steps", type=int, default=40, help="timed steps")
     parser.add_argument("--out", type=Path, default=Path("docs/results/bench"), help="folder for the .md/.json results")
-    parser.add_argument("--corpus", type=Path, help="instead: time the preparation (tokenisation) of this corpus file")
+    parser.add_argument("--corpus", type=Path,
+                        help="instead: time the preparation (tokenisation) of this corpus file (default: time training)")
     parser.add_argument("--num-proc", type=int, default=2, help="tokenisation processes with --corpus")
     parser.set_defaults(handler=cmd_bench)
+
+
+def _add_export(sub: argparse._SubParsersAction) -> None:
+    parser = sub.add_parser(
+        "export", help="write a checkpoint as a Hugging Face folder (transformers alone loads it)",
+        description="Write a checkpoint as a Hugging Face folder: config, safetensors weights, tokenizer, model card "
+                    "and the model code (torch + transformers only; load with trust_remote_code=True). The export "
+                    "is checked against polymask's encoder before it is written.")
+    parser.add_argument("--checkpoint", type=Path, required=True, help="run or checkpoint folder")
+    parser.add_argument("--out", type=Path, required=True, help="folder to write (ready for push_to_hub)")
+    parser.add_argument("--overwrite", action="store_true", help="replace --out if it exists")
+    parser.add_argument("--plugin", action="append",
+                        help="module or .py file registering the run's custom modality (repeatable; default: none)")
+    parser.set_defaults(handler=cmd_export)
 
 
 def _add_analyze(sub: argparse._SubParsersAction) -> None:
@@ -187,11 +239,11 @@ def _add_inference(sub: argparse._SubParsersAction) -> None:
 
 
 COMMANDS: list[Callable[[argparse._SubParsersAction], None]] = [
-    _add_train, _add_tokenizer, _add_tasks, _add_inference, _add_bench, _add_analyze]
+    _add_train, _add_tokenizer, _add_tasks, _add_inference, _add_export, _add_bench, _add_analyze]
 
 
 def build_parser() -> argparse.ArgumentParser:
-    parser = argparse.ArgumentParser(prog="polymask", description="Masked pretraining for text, SMILES and DNA.")
+    parser = Parser(prog="polymask", description="Masked pretraining for text, SMILES and DNA.")
     sub = parser.add_subparsers(dest="command", required=True)
     for add in COMMANDS:
         add(sub)

@@ -19,7 +19,7 @@ from polymask.errors import ConfigError
 from polymask.model.encoder import EncoderConfig
 from polymask.registry import UnknownNameError
 from polymask.resources import builtin_config
-from polymask.schema import ComponentConfig, StrictModel
+from polymask.schema import ComponentConfig, StrictModel, validation_messages
 
 SCIENTIFIC = re.compile(r"[-+]?(\d+\.?\d*|\.\d+)[eE][-+]?\d+")
 
@@ -100,15 +100,6 @@ class RunConfig(StrictModel):
         return self.out or Path("runs") / f"{self.modality.name}-{self.objective.name}"
 
 
-def _format_errors(error: ValidationError, prefix: str = "") -> list[str]:
-    lines = []
-    for item in error.errors():
-        loc = ".".join(str(part) for part in (prefix, *item["loc"]) if part != "")
-        shown = "" if item["type"] == "missing" else f" (got {item['input']!r})"
-        lines.append(f"{loc or '<root>'}: {item['msg']}{shown}")
-    return lines
-
-
 def _component(raw: Any, field: str, registry: Any, errors: list[str]) -> ComponentConfig | None:
     if isinstance(raw, str):
         raw = {"name": raw}
@@ -123,7 +114,7 @@ def _component(raw: Any, field: str, registry: Any, errors: list[str]) -> Compon
     try:
         return cls.Config.model_validate(raw)
     except ValidationError as exc:
-        errors.extend(_format_errors(exc, field))
+        errors.extend(validation_messages(exc, cls.Config, field))
         return None
 
 
@@ -145,7 +136,7 @@ def build_run_config(raw: dict[str, Any]) -> RunConfig:
             "objective": objective or ComponentConfig(name="?"),
         })
     except ValidationError as exc:
-        errors.extend(_format_errors(exc))
+        errors.extend(validation_messages(exc, RunConfig))
         config = None
     if errors:
         raise ConfigError("invalid config:\n  " + "\n  ".join(errors))

@@ -1,9 +1,19 @@
 """A small generic name -> object registry, used for modalities, objectives and tasks."""
 from __future__ import annotations
 
-from typing import Callable, Generic, Iterator, TypeVar
+import difflib
+from typing import Callable, Generic, Iterable, Iterator, TypeVar
 
 T = TypeVar("T")
+
+
+def did_you_mean(name: str, choices: Iterable[str]) -> str:
+    """" did you mean 'x'?" (or "'x' or 'y'") for the choices closest to ``name``; "" when none is close."""
+    close = difflib.get_close_matches(name, list(choices), n=3, cutoff=0.6)
+    if not close:
+        lowered = {choice.lower(): choice for choice in choices}
+        close = [lowered[key] for key in difflib.get_close_matches(name.lower(), list(lowered), n=3, cutoff=0.6)]
+    return f" did you mean {' or '.join(repr(c) for c in close)}?" if close else ""
 
 
 class UnknownNameError(ValueError):
@@ -44,7 +54,8 @@ class Registry(Generic[T]):
             return self._items[name]
         except KeyError:
             raise UnknownNameError(
-                f"unknown {self.kind} '{name}'; choose one of: {', '.join(self.names()) or '(none)'}"
+                f"unknown {self.kind} '{name}';{did_you_mean(name, self.names())} "
+                f"choose one of: {', '.join(self.names()) or '(none)'}"
             ) from None
 
     def names(self) -> list[str]:

@@ -8,6 +8,7 @@ Every polymask tokenizer is a ``tokenizers.Tokenizer`` whose first five ids are
 from __future__ import annotations
 
 import hashlib
+import json
 from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING
@@ -67,10 +68,19 @@ def to_hf(tokenizer: Tokenizer) -> "PreTrainedTokenizerFast":
     return PreTrainedTokenizerFast(tokenizer_object=tokenizer, **HF_SPECIALS)
 
 
-def save_tokenizer(tokenizer: Tokenizer, directory: Path) -> Path:
-    """Write ``tokenizer.json`` and the transformers side files into ``directory``."""
+def save_tokenizer(tokenizer: Tokenizer, directory: Path, model_max_length: int | None = None) -> Path:
+    """Write ``tokenizer.json`` and the ``tokenizer_config.json`` that ``transformers.AutoTokenizer`` reads
+    as a ``PreTrainedTokenizerFast`` with the special tokens (and ``model_max_length`` when given).
+
+    The config is written by hand, not by ``save_pretrained``: transformers 5 would name its own backend
+    class there, which transformers 4 cannot load."""
     directory.mkdir(parents=True, exist_ok=True)
-    to_hf(tokenizer).save_pretrained(str(directory))
+    tokenizer.save(str(directory / "tokenizer.json"))
+    config = {"tokenizer_class": "PreTrainedTokenizerFast", "model_input_names": ["input_ids", "attention_mask"],
+              "clean_up_tokenization_spaces": False, **HF_SPECIALS}
+    if model_max_length is not None:
+        config["model_max_length"] = model_max_length
+    (directory / "tokenizer_config.json").write_text(json.dumps(config, indent=1) + "\n")
     return directory / "tokenizer.json"
 
 

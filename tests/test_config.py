@@ -10,9 +10,13 @@ from polymask.errors import ConfigError
 from polymask.resources import builtin_dir
 
 
-def test_unknown_key_is_named():
-    with pytest.raises(ConfigError, match=r"train\.lrr: Extra inputs are not permitted"):
+def test_unknown_key_is_named_with_the_closest_fields():
+    with pytest.raises(ConfigError, match=r"train\.lrr: Extra inputs are not permitted \(got 1\); did you mean 'lr'\?"):
         build_run_config({"modality": "smiles", "objective": "mlm", "train": {"lrr": 1}})
+    with pytest.raises(ConfigError, match=r"trian: .*did you mean 'train'\?"):
+        build_run_config({"modality": "smiles", "objective": "mlm", "trian": {"lr": 1}})
+    with pytest.raises(ConfigError, match=r"modality\.canonicall: .*did you mean 'canonical'\?"):
+        build_run_config({"modality": {"name": "smiles", "canonicall": True}, "objective": "mlm"})
 
 
 def test_wrong_type_is_named_with_the_value():
@@ -28,8 +32,11 @@ def test_component_options_are_validated_by_their_own_model():
 
 
 def test_unregistered_names_list_the_choices():
-    with pytest.raises(ConfigError, match=r"modality\.name: unknown modality 'rna'; choose one of: dna, smiles, text"):
+    with pytest.raises(ConfigError, match=r"modality\.name: unknown modality 'rna'; did you mean 'dna'\? "
+                                          r"choose one of: dna, smiles, text"):
         build_run_config({"modality": "rna", "objective": "mlm"})
+    with pytest.raises(ConfigError, match=r"objective\.name: unknown objective 'exml'; did you mean 'exlm'\?"):
+        build_run_config({"modality": "dna", "objective": "exml"})
     with pytest.raises(ConfigError, match=r"objective\.name: unknown objective 'gpt'; choose one of: .*mlm"):
         build_run_config({"modality": "dna", "objective": "gpt"})
 

@@ -48,5 +48,5 @@ def add_masked_input_arguments(parser: argparse.ArgumentParser, name: str, examp
     parser.add_argument("--out", type=Path, default=Path(f"runs/analysis/{name}"), help="folder for the outputs")
     parser.add_argument("--mask-ratio", type=float, default=0.15, help="fraction of maskable tokens masked")
     parser.add_argument("--seed", type=int, default=0, help="seed of the masks (the same for every checkpoint)")
-    parser.add_argument("--batch-size", type=int, default=32)
+    parser.add_argument("--batch-size", type=int, default=32, help="sequences per forward pass")
     parser.add_argument("--max-sequences", type=int, default=2000, help="cap on sequences read from --data")

@@ -6,6 +6,7 @@ from pathlib import Path
 from typing import Any
 
 from polymask.errors import ConfigError
+from polymask.tasks.options import FinetuneConfig
 
 
 def cmd_compare(args: argparse.Namespace) -> int:
@@ -15,7 +16,7 @@ def cmd_compare(args: argparse.Namespace) -> int:
     from polymask.compare.run import run_compare
     from polymask.config import apply_override, load_yaml
     from polymask.objectives import OBJECTIVES
-    from polymask.tasks.finetune import FinetuneConfig
+    from polymask.schema import validation_messages
 
     objectives = [name.strip() for name in args.objectives.split(",") if name.strip()]
     for name in objectives:
@@ -37,7 +38,7 @@ def cmd_compare(args: argparse.Namespace) -> int:
     try:
         finetune_config = FinetuneConfig.model_validate(finetune)
     except ValidationError as exc:
-        raise ConfigError(f"invalid fine-tuning option: {exc.errors()[0]['loc']}: {exc.errors()[0]['msg']}") from None
+        raise ConfigError("invalid fine-tuning option: " + "; ".join(validation_messages(exc, FinetuneConfig))) from None
     report = run_compare(args.modality, objectives, parse_budget(args.budget), args.out, base, args.seeds,
                          args.benchmark_seeds, args.tasks, finetune_config, args.data_dir)
     print(f"report: {report}")
@@ -50,16 +51,19 @@ def add_commands(sub: argparse._SubParsersAction) -> None:
     parser.add_argument("--objectives", default="mlm,maelm,exlm", help="comma-separated objectives")
     parser.add_argument("--budget", required=True, help="per run: a time (30m, 1.5h), N-steps, or N-tokens (5M-tokens)")
     parser.add_argument("--out", type=Path, required=True, help="report folder (reruns reuse what is finished there)")
-    parser.add_argument("--config", help="base pretraining recipe (path or built-in name)")
+    parser.add_argument("--config", help="base pretraining recipe (path or built-in name; default: none)")
     parser.add_argument("--data", nargs="+", type=Path, help="pretraining corpus (default: the built-in one)")
-    parser.add_argument("--set", action="append", metavar="KEY=VALUE", help="pretraining config override")
+    parser.add_argument("--set", action="append", metavar="KEY=VALUE",
+                        help="pretraining config override (repeatable; default: none)")
     parser.add_argument("--seeds", type=int, nargs="+", default=[0], help="pretraining seeds")
     parser.add_argument("--benchmark-seeds", type=int, default=3, help="fine-tuning seeds per task")
     parser.add_argument("--tasks", nargs="+", help="task keys (default: each benchmark's default set)")
-    parser.add_argument("--data-dir", type=Path, help="folder with task files")
-    parser.add_argument("--epochs", type=int, help="fine-tuning epochs")
-    parser.add_argument("--lr", type=float, help="fine-tuning learning rate")
-    parser.add_argument("--patience", type=int, help="fine-tuning early-stopping patience")
-    parser.add_argument("--max-train-examples", type=int, help="cap on fine-tuning examples per task")
-    parser.add_argument("--finetune-set", action="append", metavar="KEY=VALUE", help="any FinetuneConfig field")
+    parser.add_argument("--data-dir", type=Path, help="folder with task files (default $POLYMASK_DATA_DIR, then built-in)")
+    defaults = {name: field.default for name, field in FinetuneConfig.model_fields.items()}
+    parser.add_argument("--epochs", type=int, default=defaults["epochs"], help="fine-tuning epochs")
+    parser.add_argument("--lr", type=float, default=defaults["lr"], help="fine-tuning learning rate")
+    parser.add_argument("--patience", type=int, default=defaults["patience"], help="fine-tuning early-stopping patience")
+    parser.add_argument("--max-train-examples", type=int, help="cap on fine-tuning examples per task (default: all)")
+    parser.add_argument("--finetune-set", action="append", metavar="KEY=VALUE",
+                        help="any FinetuneConfig field (repeatable; default: none)")
     parser.set_defaults(handler=cmd_compare)

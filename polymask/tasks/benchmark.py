@@ -22,7 +22,7 @@ from polymask.tasks.metrics import METRICS
 from polymask.tasks.report import write_report
 from polymask.tasks.spec import TaskSpec, load_task_spec
 from polymask.tasks.systems import System
-from polymask.training.runtime import progress_bar
+from polymask.training.runtime import inner_progress, progress_bar
 
 
 def slug(text: str) -> str:
@@ -103,7 +103,9 @@ def aggregate(results: dict[str, Any]) -> list[dict[str, Any]]:
 def run_benchmark(systems: list[System], task_keys: list[str], seeds: list[int], out: Path, title: str,
                   data_dir: Path | None = None, settings: dict[str, Any] | None = None,
                   progress: bool = True) -> Path:
-    """Run every cell and write ``<out>/results.{md,csv,json}`` (+ ``results.png``); returns the .md path."""
+    """Run every cell and write ``<out>/results.{md,csv,json}`` (+ ``results.png``); returns the .md path.
+    With ``progress``, a bar counts cells and another, under it, the epochs and steps inside the cell."""
     out.mkdir(parents=True, exist_ok=True)
-    results = run_cells(systems, task_keys, seeds, out, data_dir, progress)
+    with inner_progress(progress):
+        results = run_cells(systems, task_keys, seeds, out, data_dir, progress)
     return write_report(out, title, aggregate(results), results, settings or {})

@@ -6,27 +6,31 @@ from pathlib import Path
 from typing import Any
 
 from polymask.errors import ConfigError
-from polymask.tasks.finetune import FinetuneConfig
+from polymask.registry import did_you_mean
+from polymask.tasks.options import FinetuneConfig
 
 
-def add_finetune_options(parser: argparse.ArgumentParser) -> None:
+def add_finetune_options(parser: argparse.ArgumentParser, out_default: str) -> None:
+    defaults = {name: field.default for name, field in FinetuneConfig.model_fields.items()}
     parser.add_argument("--data-dir", type=Path, help="folder with task files (default $POLYMASK_DATA_DIR, then built-in)")
-    parser.add_argument("--out", type=Path, help="output folder")
-    parser.add_argument("--lr", type=float, help="learning rate")
-    parser.add_argument("--epochs", type=int, help="maximum epochs")
-    parser.add_argument("--patience", type=int, help="early-stopping patience in epochs")
-    parser.add_argument("--batch-size", type=int, help="examples per batch")
-    parser.add_argument("--pooling", choices=["cls", "mean"], help="sequence representation")
+    parser.add_argument("--out", type=Path, help=f"output folder (default: {out_default})")
+    parser.add_argument("--lr", type=float, default=defaults["lr"], help="learning rate")
+    parser.add_argument("--epochs", type=int, default=defaults["epochs"], help="maximum epochs")
+    parser.add_argument("--patience", type=int, default=defaults["patience"], help="early-stopping patience in epochs")
+    parser.add_argument("--batch-size", type=int, default=defaults["batch_size"], help="examples per batch")
+    parser.add_argument("--pooling", choices=["cls", "mean"], default=defaults["pooling"], help="sequence representation")
     parser.add_argument("--freeze", action="store_true", help="linear probe: train the head only")
-    parser.add_argument("--max-train-examples", type=int, help="cap on training examples (questions for SQuAD)")
-    parser.add_argument("--max-valid-examples", type=int, help="cap on validation examples (a fixed subset)")
-    parser.add_argument("--max-test-examples", type=int, help="cap on evaluation examples (a fixed subset)")
-    parser.add_argument("--max-len", type=int, help="tokens per example (per window for SQuAD)")
+    parser.add_argument("--max-train-examples", type=int,
+                        help="cap on training examples (questions for SQuAD) (default: all)")
+    parser.add_argument("--max-valid-examples", type=int, help="cap on validation examples (a fixed subset) (default: all)")
+    parser.add_argument("--max-test-examples", type=int, help="cap on evaluation examples (a fixed subset) (default: all)")
+    parser.add_argument("--max-len", type=int, default=defaults["max_len"], help="tokens per example (per window for SQuAD)")
     parser.add_argument("--no-save-models", action="store_true",
-                        help="do not keep the fine-tuned models (by default each checkpoint's model per task and seed, "
+                        help="do not keep the fine-tuned models (default: each checkpoint's model per task and seed, "
                              "chosen on the validation split, is saved next to the cell's result as "
                              "cells/<system>/<task>/seed-N/ and listed in the report; reference rows keep none)")
-    parser.add_argument("--set", action="append", metavar="KEY=VALUE", help="any other FinetuneConfig field")
+    parser.add_argument("--set", action="append", metavar="KEY=VALUE",
+                        help="any other FinetuneConfig field, e.g. dropout=0.2 (repeatable; default: none)")
     parser.add_argument("--quiet", action="store_true", help="no progress bar")
 
 
@@ -34,6 +38,7 @@ def finetune_config(args: argparse.Namespace) -> FinetuneConfig:
     from pydantic import ValidationError
 
     from polymask.config import apply_override
+    from polymask.schema import validation_messages
 
     raw: dict[str, Any] = {}
     for flag, field in (("lr", "lr"), ("epochs", "epochs"), ("patience", "patience"), ("batch_size", "batch_size"),
@@ -51,8 +56,7 @@ def finetune_config(args: argparse.Namespace) -> FinetuneConfig:
     try:
         return FinetuneConfig.model_validate(raw)
     except ValidationError as exc:
-        raise ConfigError("invalid fine-tuning option: " + "; ".join(
-            f"{'.'.join(map(str, e['loc']))}: {e['msg']}" for e in exc.errors())) from None
+        raise ConfigError("invalid fine-tuning option: " + "; ".join(validation_messages(exc, FinetuneConfig))) from None
 
 
 def _settings(config: FinetuneConfig, args: argparse.Namespace) -> dict[str, Any]:
@@ -83,12 +87,15 @@ def cmd_benchmark(args: argparse.Namespace) -> int:
 
     available = task_names(args.benchmark)
     if not available:
-        raise ConfigError(f"unknown benchmark '{args.benchmark}'")
+        benchmarks = sorted({key.split("/")[0] for key in task_names()})
+        raise ConfigError(f"unknown benchmark '{args.benchmark}';{did_you_mean(args.benchmark, benchmarks)} "
+                          f"benchmarks: {', '.join(benchmarks)}")
     if args.tasks:
         tasks = [t if "/" in t else f"{args.benchmark}/{t}" for t in args.tasks]
         unknown = [t for t in tasks if t not in available]
         if unknown:
-            raise ConfigError(f"unknown tasks {unknown}; {args.benchmark} has: {', '.join(available)}")
+            hints = "".join(did_you_mean(t, available) for t in unknown)
+            raise ConfigError(f"unknown tasks {unknown};{hints} {args.benchmark} has: {', '.join(available)}")
     else:
         tasks = task_names(args.benchmark, default_only=True)
     config = finetune_config(args)
@@ -108,7 +115,7 @@ def add_commands(sub: argparse._SubParsersAction) -> None:
     finetune.add_argument("--task", required=True, help="task key, e.g. moleculenet/bbbp (see tasks/)")
     finetune.add_argument("--checkpoint", type=Path, required=True, help="run or checkpoint folder")
     finetune.add_argument("--seeds", type=int, nargs="+", default=[0], help="fine-tuning seeds (e.g. 0 1 2)")
-    add_finetune_options(finetune)
+    add_finetune_options(finetune, "runs/finetune-<task>")
     finetune.set_defaults(handler=cmd_finetune)
 
     benchmark = sub.add_parser("benchmark", help="fine-tune checkpoints on a benchmark's tasks, with references")
@@ -117,5 +124,5 @@ def add_commands(sub: argparse._SubParsersAction) -> None:
     benchmark.add_argument("--tasks", nargs="+", help="task names (default: the benchmark's default set)")
     benchmark.add_argument("--seeds", type=int, default=3, help="number of fine-tuning seeds (0..N-1)")
     benchmark.add_argument("--no-references", action="store_true", help="skip the untrained and reference rows")
-    add_finetune_options(benchmark)
+    add_finetune_options(benchmark, "runs/benchmark-<benchmark>")
     benchmark.set_defaults(handler=cmd_benchmark)

@@ -9,11 +9,10 @@ from __future__ import annotations
 import copy
 import time
 from dataclasses import dataclass
-from typing import Any, Callable, Literal
+from typing import Any, Callable
 
 import numpy as np
 import torch
-from pydantic import Field
 from tokenizers import Tokenizer
 from torch import Tensor, nn
 
@@ -22,39 +21,12 @@ from polymask.inference.records import run_batched
 from polymask.inference.saved import SaveTarget, finetuned_meta, save_finetuned
 from polymask.model.encoder import Encoder
 from polymask.modalities.base import Modality
-from polymask.schema import StrictModel
 from polymask.tasks.data import TaskData, TaskSplit, subset
 from polymask.tasks.heads import TASK_HEADS, SequencePredictor, TaskHead
 from polymask.tasks.metrics import better, score
-from polymask.tasks.span import SpanOptions
+from polymask.tasks.options import FinetuneConfig
 from polymask.tokenization import SpecialIds
-from polymask.training.runtime import autocast, resolve_device
-
-
-class FinetuneConfig(StrictModel):
-    """Fine-tuning hyper-parameters (the same for every checkpoint in a benchmark)."""
-
-    lr: float = Field(2e-4, gt=0, description="peak learning rate")
-    epochs: int = Field(20, ge=1, description="maximum epochs")
-    patience: int = Field(5, ge=1, description="stop after this many epochs without validation improvement")
-    batch_size: int = Field(32, ge=1, description="examples per batch")
-    pooling: Literal["cls", "mean"] = Field("mean", description="sequence representation: [CLS] state or mean of tokens")
-    freeze_encoder: bool = Field(False, description="train the head only (linear probe)")
-    dropout: float = Field(0.1, ge=0, lt=1, description="dropout before the head")
-    weight_decay: float = Field(0.01, ge=0, description="AdamW weight decay")
-    warmup_fraction: float = Field(0.06, ge=0, lt=1, description="fraction of steps with linear warm-up")
-    max_len: int = Field(256, ge=8, description="tokens per example; longer ones are truncated and counted")
-    max_train_examples: int | None = Field(None, ge=1, description="cap on training examples (random subset)")
-    max_valid_examples: int | None = Field(
-        None, ge=1, description="cap on validation examples (a fixed random subset, the same for every system and seed)")
-    max_test_examples: int | None = Field(
-        None, ge=1, description="cap on test examples (a fixed random subset, the same for every system and seed)")
-    span: SpanOptions = Field(default_factory=SpanOptions, description="span-extraction tasks (SQuAD): windows, answers")
-    precision: Literal["auto", "fp32", "bf16"] = Field("auto", description="as in pretraining")
-    device: str = Field("auto", description="auto, cpu, cuda or cuda:N")
-    save_model: bool = Field(
-        True, description="keep the model chosen on the validation split of each pretrained checkpoint's cell (a folder "
-                          "next to the cell's result; reference rows keep none)")
+from polymask.training.runtime import autocast, inner_progress_bar, resolve_device
 
 
 @dataclass
@@ -101,15 +73,17 @@ def fit(model: nn.Module, config: FinetuneConfig, batches: Callable[[int], list[
         loss_of: Callable[[Any], Tensor], validate: Callable[[], dict[str, float]], metric: str) -> Fitted:
     """AdamW with linear warm-up and decay over ``config.epochs`` epochs of ``batches(epoch)``; ``validate``
     after each epoch; stops after ``config.patience`` epochs without improving ``metric`` and restores the
-    best epoch's weights."""
+    best epoch's weights. Progress (epoch, step, validation metric) shows under a benchmark's bar."""
     parameters = [p for p in model.parameters() if p.requires_grad]
     optimizer = torch.optim.AdamW(parameters, lr=config.lr, weight_decay=config.weight_decay)
     total_steps = config.epochs * len(batches(0))
+    bar = inner_progress_bar(total=total_steps, unit="step")
     warmup = max(1, int(config.warmup_fraction * total_steps))
     schedule = torch.optim.lr_scheduler.LambdaLR(
         optimizer, lambda step: min((step + 1) / warmup, max(0.0, (total_steps - step) / max(1, total_steps - warmup))))
     best_value, best_state, best_epoch, best_valid, stale = None, None, -1, {}, 0
     for epoch in range(config.epochs):
+        bar.set_description(f"epoch {epoch + 1}/{config.epochs}")
         for batch in batches(epoch):
             loss = loss_of(batch)
             loss.backward()
@@ -117,14 +91,17 @@ def fit(model: nn.Module, config: FinetuneConfig, batches: Callable[[int], list[
             optimizer.step()
             schedule.step()
             optimizer.zero_grad(set_to_none=True)
+            bar.update(1)
         valid_metrics = validate()
         if better(metric, valid_metrics[metric], best_value):
             best_value, best_epoch, best_valid, stale = valid_metrics[metric], epoch, valid_metrics, 0
             best_state = copy.deepcopy(model.state_dict())
         else:
             stale += 1
-            if stale >= config.patience:
-                break
+        bar.set_postfix_str(f"valid {metric} {valid_metrics[metric]:.4g}, best {best_value:.4g} (epoch {best_epoch + 1})")
+        if stale >= config.patience:
+            break
+    bar.close()
     if best_state is not None:
         model.load_state_dict(best_state)
     return Fitted(best_valid, best_epoch + 1, epoch + 1)

@@ -11,24 +11,15 @@ from dataclasses import dataclass, field
 
 import numpy as np
 import torch
-from pydantic import Field
 from tokenizers import Tokenizer
 from torch import Tensor, nn
 
 from polymask.errors import ConfigError
 from polymask.model.encoder import Encoder
-from polymask.schema import StrictModel
+from polymask.tasks.options import SpanOptions
 from polymask.tokenization import SpecialIds
 
 MIN_CONTEXT_TOKENS = 32
-
-
-class SpanOptions(StrictModel):
-    """How contexts are windowed and answers decoded."""
-
-    doc_stride: int = Field(128, ge=1, description="tokens between the starts of consecutive windows of a context")
-    max_query_len: int = Field(64, ge=1, description="question tokens kept (longer questions are cut and counted)")
-    max_answer_len: int = Field(30, ge=1, description="longest predicted answer, in tokens")
 
 
 @dataclass(frozen=True)

@@ -12,6 +12,7 @@ import yaml
 from pydantic import Field, ValidationError, model_validator
 
 from polymask.errors import ConfigError
+from polymask.registry import did_you_mean
 from polymask.resources import builtin_dir
 from polymask.schema import StrictModel
 
@@ -89,8 +90,10 @@ def task_spec_path(key: str) -> Path:
         return path
     candidate = builtin_dir("tasks") / f"{key}.yaml"
     if not candidate.is_file():
-        known = ", ".join(task_names())
-        raise ConfigError(f"unknown task '{key}'; built-in tasks: {known}")
+        known = task_names()
+        same_name = [k for k in known if k.rsplit("/", 1)[-1] == key.rsplit("/", 1)[-1]]
+        hint = f" did you mean {' or '.join(map(repr, same_name))}?" if same_name else did_you_mean(key, known)
+        raise ConfigError(f"unknown task '{key}';{hint} built-in tasks: {', '.join(known)}")
     return candidate
 
 

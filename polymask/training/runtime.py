@@ -6,7 +6,8 @@ import functools
 import random
 import sys
 import time
-from typing import Any, ContextManager
+from contextvars import ContextVar
+from typing import Any, ContextManager, Iterator
 
 import torch
 from tqdm.auto import tqdm
@@ -94,3 +95,22 @@ def progress_bar(**kwargs: Any) -> tqdm:
 def tqdm_write(line: str) -> None:
     """Print a line to stderr without breaking an active progress bar."""
     tqdm.write(line, file=sys.stderr)
+
+
+_INNER_PROGRESS: ContextVar[bool] = ContextVar("inner_progress", default=False)
+
+
+@contextlib.contextmanager
+def inner_progress(enabled: bool) -> Iterator[None]:
+    """Within this block, ``inner_progress_bar`` shows (e.g. a benchmark cell's epochs and steps under the
+    benchmark's own bar) when ``enabled``."""
+    token = _INNER_PROGRESS.set(enabled)
+    try:
+        yield
+    finally:
+        _INNER_PROGRESS.reset(token)
+
+
+def inner_progress_bar(**kwargs: Any) -> tqdm:
+    """A bar for work inside an outer one: hidden unless inside ``inner_progress(True)``, removed when closed."""
+    return progress_bar(disable=not _INNER_PROGRESS.get(), leave=False, **kwargs)

@@ -1,0 +1,102 @@
+"""Smoke test run inside the dependency-floor environment (see dependency_floors.py).
+
+Pretrains tiny encoders for a few steps (SMILES MLM and ExLM, text MAE-LM, DNA MLM), fine-tunes one on
+ESOL, loads the built-in tokenizers with AutoTokenizer, exports every checkpoint and loads the exports
+with transformers alone (polymask blocked from import) in this environment and, with ``--hf-python``,
+in a second one where polymask is not installed. Prints one JSON object; exits 1 if a check fails.
+"""
+from __future__ import annotations
+
+import argparse
+import json
+import sys
+import traceback
+from pathlib import Path
+from typing import Any, Callable
+
+REPO = Path(__file__).resolve().parent.parent
+sys.path.insert(0, str(REPO / "tests"))
+
+RUNS = [("smiles", "mlm"), ("smiles", "exlm"), ("text", "maelm"), ("dna", "mlm")]
+
+
+def pretrain(work: Path) -> dict[str, Any]:
+    from conftest import tiny_config
+
+    from polymask.training.trainer import train
+
+    steps = {}
+    for modality, objective in RUNS:
+        config = tiny_config(modality, work / f"{modality}-{objective}", max_steps=6, threads=2)
+        config["objective"] = {"name": objective}
+        config["data"]["max_val_records"] = 16
+        steps[f"{modality}-{objective}"] = train(config)["steps"]
+    return steps
+
+
+def finetune(work: Path) -> dict[str, Any]:
+    from polymask.cli import main
+
+    out = work / "finetune-esol"
+    code = main(["finetune", "--task", "moleculenet/esol", "--checkpoint", str(work / "smiles-mlm"), "--epochs", "1",
+                 "--max-train-examples", "200", "--out", str(out), "--quiet"])
+    assert code == 0, f"polymask finetune exited with {code}"
+    return json.loads((out / "results.json").read_text())["cells"][0]["test"]
+
+
+def builtin_tokenizers(work: Path) -> dict[str, Any]:
+    from transformers import AutoTokenizer
+
+    samples = {"smiles": "CC(=O)Oc1ccccc1C(=O)O", "text": "It is a truth universally acknowledged.",
+               "dna": "ACGTACGTTGCA", "dna-6mer-overlap": "ACGTAC CGTACG"}
+    found = {}
+    for folder in sorted((REPO / "tokenizers").iterdir()):
+        tokenizer = AutoTokenizer.from_pretrained(str(folder))
+        ids = tokenizer(samples[folder.name])["input_ids"]
+        assert tokenizer.unk_token_id not in ids and tokenizer.mask_token == "[MASK]", folder.name
+        found[folder.name] = len(ids)
+    return found
+
+
+def export_and_load(work: Path, python: str) -> dict[str, Any]:
+    from hf_roundtrip import reference_case, run_blocked
+
+    from polymask.export.hf import export_checkpoint
+
+    cases = []
+    for modality, objective in RUNS:
+        name = f"{modality}-{objective}"
+        export_checkpoint(work / name, work / "hf" / name, overwrite=True)
+        cases.append(reference_case(work / name, work / "hf" / name))
+    loaded = run_blocked(cases, work, python)
+    for name, result in loaded.items():
+        assert result["same_ids"] and result["hidden_diff"] < 1e-4 and result["logits_diff"] < 1e-4, (name, result)
+    return {name: {"hidden_diff": r["hidden_diff"], "logits_diff": r["logits_diff"],
+                   "fill_mask_top": r["fill_mask"][0]["token"]} for name, r in loaded.items()}
+
+
+def main() -> int:
+    parser = argparse.ArgumentParser(description=__doc__)
+    parser.add_argument("work", type=Path, help="scratch folder")
+    parser.add_argument("--hf-python", help="python of an environment without polymask, to load the exports there")
+    args = parser.parse_args()
+    args.work.mkdir(parents=True, exist_ok=True)
+    checks: list[tuple[str, Callable[[], Any]]] = [
+        ("pretrain", lambda: pretrain(args.work)), ("finetune", lambda: finetune(args.work)),
+        ("builtin_tokenizers", lambda: builtin_tokenizers(args.work)),
+        ("export_load_same_env", lambda: export_and_load(args.work, sys.executable))]
+    if args.hf_python:
+        checks.append(("export_load_without_polymask", lambda: export_and_load(args.work, args.hf_python)))
+    results: dict[str, Any] = {}
+    for name, check in checks:
+        try:
+            results[name] = {"ok": True, "result": check()}
+        except Exception as exc:  # a failed check is recorded and the next one still runs
+            results[name] = {"ok": False, "error": f"{type(exc).__name__}: {exc}"[:2000],
+                             "trace": traceback.format_exc()[-3000:]}
+    print(json.dumps(results))
+    return 0 if all(r["ok"] for r in results.values()) else 1
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,1 @@
+"""Export checkpoints to other ecosystems: ``polymask.export.hf`` writes a Hugging Face folder."""

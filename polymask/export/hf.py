@@ -1,0 +1,226 @@
+"""``polymask export``: a checkpoint as a Hugging Face folder that ``transformers`` alone loads.
+
+The folder holds ``config.json`` (``model_type: polymask`` with an ``auto_map``), the weights in
+``model.safetensors``, the two remote-code files of ``hf_remote/`` (they import only torch and
+transformers; load with ``trust_remote_code=True``), the tokenizer (``PreTrainedTokenizerFast``) and
+a model card ``README.md``. It is written into a temporary folder, checked (the exported model's
+hidden states against polymask's encoder on records of the training corpus) and renamed into place.
+
+``write_export`` is the one writer; a fine-tuned model exports through it with its fine-tuned encoder
+and ``sequence_head(...)`` (weights under ``classifier.*``, task fields in the config, loaded by
+``AutoModelForSequenceClassification``).
+"""
+from __future__ import annotations
+
+import json
+import os
+import shutil
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+import torch
+from safetensors.torch import save_file
+from tokenizers import Tokenizer
+
+from polymask.atomic_folder import move_into_place
+from polymask.errors import CheckpointError, PolymaskError
+from polymask.export.model_card import CardFacts, card_facts, model_card
+from polymask.export.samples import sample_batch
+from polymask.model.encoder import Encoder
+from polymask.objectives import Objective
+from polymask.objectives.base import LMHead
+from polymask.tokenization import SpecialIds, save_tokenizer
+from polymask.training.checkpoint import load_checkpoint
+
+REMOTE_DIR = Path(__file__).parent / "hf_remote"
+REMOTE_FILES = ("configuration_polymask.py", "modeling_polymask.py")
+MLM_HEADS = ("mlm", "maelm", "exlm")  # objectives whose LM head the export carries (fill-mask)
+TOLERANCE = 1e-4
+
+
+@dataclass
+class SequenceHead:
+    """A fine-tuned sequence head in the export's layout (``PolymaskForSequenceClassification``)."""
+
+    weights: dict[str, torch.Tensor]  # classifier.weight (n_outputs, d_model), classifier.bias
+    config: dict[str, Any]            # num_labels, problem_type, id2label, label2id, pooling, classifier_dropout
+
+
+def sequence_head(weight: torch.Tensor, bias: torch.Tensor, kind: str, label_names: list[str], pooling: str,
+                  dropout: float, mean: list[float] | None = None, std: list[float] | None = None) -> SequenceHead:
+    """A polymask task head (``SequencePredictor.head``) for transformers.
+
+    ``kind`` is polymask's task kind: ``regression`` (the targets' ``mean``/``std`` are folded into the
+    linear layer, so outputs come in original units), ``binary`` (one sigmoid per task:
+    multi_label_classification) or ``multiclass`` (softmax: single_label_classification).
+    """
+    problem = {"regression": "regression", "binary": "multi_label_classification",
+               "multiclass": "single_label_classification"}[kind]
+    weight, bias = weight.detach().float(), bias.detach().float()
+    if kind == "regression":
+        scale, shift = torch.tensor(std, dtype=torch.float32), torch.tensor(mean, dtype=torch.float32)
+        weight, bias = weight * scale[:, None], bias * scale + shift
+    id2label = dict(enumerate(label_names))
+    return SequenceHead({"classifier.weight": weight.contiguous(), "classifier.bias": bias.contiguous()},
+                        {"num_labels": len(label_names), "problem_type": problem, "id2label": id2label,
+                         "label2id": {name: index for index, name in id2label.items()}, "pooling": pooling,
+                         "classifier_dropout": dropout})
+
+
+@dataclass
+class ExportResult:
+    folder: Path
+    architectures: list[str]
+    max_abs_diff: float | None                 # hidden states, exported vs polymask, on ``checked_records``
+    checked_records: int
+    notes: list[str] = field(default_factory=list)
+
+
+def hf_weights(encoder: Encoder, objective: Objective | None = None) -> dict[str, torch.Tensor]:
+    """Weights in the export's layout: the encoder under ``polymask.``; with an MLM-family ``objective``
+    also its LM head (``lm_head.``) and MAE-LM's decoder (``decoder.``). Other objective modules (ExLM's
+    transition scorer) are dropped."""
+    weights = {f"polymask.{name}": tensor for name, tensor in encoder.state_dict().items()}
+    if objective is not None and isinstance(getattr(objective, "head", None), LMHead):
+        weights.update({f"lm_head.{name}": tensor for name, tensor in objective.head.state_dict().items()})
+        decoder = getattr(objective, "decoder", None)
+        if decoder is not None:
+            weights.update({f"decoder.{name}": tensor for name, tensor in decoder.state_dict().items()})
+    return {name: tensor.detach().float().contiguous() for name, tensor in weights.items()}
+
+
+def hf_config(encoder: Encoder, specials: SpecialIds, objective: Objective | None = None) -> dict[str, Any]:
+    """``PolymaskConfig`` fields for an encoder (and the objective whose head the export carries)."""
+    config = encoder.config
+    fields: dict[str, Any] = {
+        "vocab_size": encoder.vocab_size, "hidden_size": config.d_model, "num_hidden_layers": config.n_layers,
+        "num_attention_heads": config.n_heads, "intermediate_size": config.d_ff, "hidden_dropout": config.dropout,
+        "attention_dropout": config.attention_dropout, "layer_norm_eps": config.norm_eps,
+        "rotary_base": config.rope_theta, "rotary_2d": config.rope_2d, "embed_norm": config.embed_norm,
+        "objective": None if objective is None else objective.config.name, "mask_token_id": specials.mask,
+        "pad_token_id": specials.pad,
+    }
+    decoder = getattr(objective, "decoder", None)
+    if decoder is not None:
+        first = decoder.blocks[0]
+        fields.update(decoder_layers=len(decoder.blocks), decoder_width=first.norm1.normalized_shape[0],
+                      decoder_heads=first.attn.n_heads, decoder_intermediate_size=first.mlp.fc.out_features,
+                      decoder_dropout=first.drop.p)
+    return fields
+
+
+def _auto_map(masked_lm: bool) -> dict[str, str]:
+    classes = {"AutoConfig": "configuration_polymask.PolymaskConfig", "AutoModel": "modeling_polymask.PolymaskModel",
+               "AutoModelForSequenceClassification": "modeling_polymask.PolymaskForSequenceClassification"}
+    if masked_lm:
+        classes["AutoModelForMaskedLM"] = "modeling_polymask.PolymaskForMaskedLM"
+    return classes
+
+
+def _write_model(folder: Path, config_fields: dict[str, Any], weights: dict[str, torch.Tensor],
+                 architectures: list[str], masked_lm: bool) -> None:
+    from polymask.export.hf_remote.configuration_polymask import PolymaskConfig
+
+    config = PolymaskConfig(**config_fields)
+    config.architectures = architectures
+    config.auto_map = _auto_map(masked_lm)
+    config.save_pretrained(str(folder))
+    save_file(weights, str(folder / "model.safetensors"), metadata={"format": "pt"})
+    for name in REMOTE_FILES:
+        shutil.copyfile(REMOTE_DIR / name, folder / name)
+
+
+def check_export(folder: Path, architecture: str, encoder: Encoder,
+                 batch: dict[str, torch.Tensor] | None) -> float | None:
+    """Load the folder as ``architecture`` (every weight must be used, none missing) and return the largest
+    |difference| between its last hidden states and polymask's encoder (fp32, real positions of a padded
+    batch); None without a batch."""
+    from transformers.utils import logging as hf_logging
+
+    from polymask.export.hf_remote import modeling_polymask
+
+    verbosity = hf_logging.get_verbosity()
+    hf_logging.set_verbosity_error()
+    hf_logging.disable_progress_bar()
+    try:
+        model, info = getattr(modeling_polymask, architecture).from_pretrained(str(folder), output_loading_info=True)
+    finally:
+        hf_logging.set_verbosity(verbosity)
+        hf_logging.enable_progress_bar()
+    wrong = {kind: keys for kind, keys in info.items() if kind in ("missing_keys", "unexpected_keys") and keys}
+    if wrong:
+        raise CheckpointError(f"the exported weights do not fit {architecture}: {wrong}")
+    if batch is None:
+        return None
+    exported = getattr(model, "polymask", model).eval()
+    was_training = encoder.training
+    encoder.eval()
+    with torch.no_grad():
+        expected = encoder(batch["input_ids"], attention_mask=batch["attention_mask"].bool())
+        got = exported(**batch).last_hidden_state
+    encoder.train(was_training)
+    real = batch["attention_mask"].bool()
+    return float((expected[real] - got[real]).abs().max())
+
+
+def write_export(out: Path, encoder: Encoder, tokenizer: Tokenizer, max_len: int, card: CardFacts,
+                 batch: dict[str, torch.Tensor] | None, objective: Objective | None = None,
+                 head: SequenceHead | None = None, overwrite: bool = False) -> ExportResult:
+    """Write, check and atomically place an export of ``encoder`` with the LM head of ``objective``
+    (``mlm``, ``maelm``, ``exlm``) and/or a fine-tuned ``head``.
+
+    This is the one writer: ``export_checkpoint`` calls it for pretrained checkpoints; a fine-tuned model
+    calls it with its fine-tuned encoder and ``sequence_head(...)`` of its task head.
+    """
+    out = Path(out)
+    if out.exists() and not overwrite:
+        raise PolymaskError(f"{out} already exists; pass --overwrite to replace it")
+    specials = SpecialIds.of(tokenizer)
+    masked_lm = objective is not None and objective.config.name in MLM_HEADS
+    notes = []
+    if objective is not None and not masked_lm:
+        notes.append(f"objective '{objective.config.name}' has no LM head the export knows: no AutoModelForMaskedLM")
+    config_fields = hf_config(encoder, specials, objective if masked_lm else None)
+    weights = hf_weights(encoder, objective if masked_lm else None)
+    architectures = ["PolymaskForMaskedLM" if masked_lm else "PolymaskModel"]
+    if head is not None:
+        config_fields.update(head.config)
+        weights.update(head.weights)
+        architectures = ["PolymaskForSequenceClassification", *(["PolymaskForMaskedLM"] if masked_lm else [])]
+    out.parent.mkdir(parents=True, exist_ok=True)
+    tmp = out.with_name(f".tmp-{out.name}-{os.getpid()}")
+    shutil.rmtree(tmp, ignore_errors=True)
+    tmp.mkdir()
+    try:
+        _write_model(tmp, config_fields, weights, architectures, masked_lm)
+        save_tokenizer(tokenizer, tmp, model_max_length=max_len)
+        difference = check_export(tmp, architectures[0], encoder, batch)
+        if difference is not None and difference > TOLERANCE:
+            raise CheckpointError(f"the exported model differs from polymask's encoder by {difference:.2e} "
+                                  f"(tolerance {TOLERANCE:g}); nothing was written to {out}")
+        checked = 0 if batch is None else int(batch["input_ids"].shape[0])
+        (tmp / "README.md").write_text(model_card(card, architectures, difference, checked, head))
+        if out.exists() and not overwrite:  # created while this export ran
+            raise PolymaskError(f"{out} already exists; pass --overwrite to replace it")
+        move_into_place(tmp, out)
+    except BaseException:
+        shutil.rmtree(tmp, ignore_errors=True)
+        raise
+    return ExportResult(out, architectures, difference, checked, notes)
+
+
+def export_checkpoint(path: Path, out: Path, overwrite: bool = False) -> ExportResult:
+    """Export the pretrained checkpoint at ``path`` (a run or checkpoint folder) to the folder ``out``."""
+    checkpoint = load_checkpoint(path)
+    objective = checkpoint.build_objective().eval()
+    max_len = int(checkpoint.config.get("data", {}).get("max_len", 512))
+    return write_export(out, objective.encoder, checkpoint.tokenizer, max_len, card_facts(checkpoint),
+                        sample_batch(checkpoint, max_len), objective, overwrite=overwrite)
+
+
+def export_summary(result: ExportResult) -> str:
+    """One JSON line for the command line."""
+    return json.dumps({"out": str(result.folder), "architectures": result.architectures,
+                       "max_abs_diff_hidden": result.max_abs_diff, "checked_records": result.checked_records,
+                       "notes": result.notes})

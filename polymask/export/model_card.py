@@ -1,0 +1,151 @@
+"""The model card (``README.md``) of an exported folder: what the model is, how it was trained and made."""
+from __future__ import annotations
+
+import json
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import TYPE_CHECKING, Any
+
+from polymask.training.checkpoint import LoadedCheckpoint
+
+if TYPE_CHECKING:
+    from polymask.export.hf import SequenceHead
+
+FILL_MASK = {
+    "mlm": "the MLM head the encoder was pretrained with, on the encoder's output: fill-mask is the pretrained "
+           "model's own prediction.",
+    "maelm": "MAE-LM's own prediction path: [MASK] tokens are hidden from the encoder (the visible tokens keep "
+             "their positions), the shared [MASK] embedding takes their place, and the pretrained shallow decoder "
+             "and head reconstruct them. `AutoModel` gives the encoder alone, the part to fine-tune.",
+    "exlm": "ExLM's LM head applied to the encoder's output on the unexpanded sequence (each [MASK] is one "
+            "position, state index 0). This is NOT how ExLM predicted in pretraining: there each [MASK] became "
+            "k states (state indices 1..k) and a DAG of transitions aligned states to tokens; the transition "
+            "scorer is not exported. Treat fill-mask scores as indicative only; the encoder (`AutoModel`), "
+            "which is what ExLM fine-tuning uses, is exact.",
+}
+
+
+@dataclass
+class CardFacts:
+    """What the card states, gathered from the checkpoint and its run folder."""
+
+    source: str
+    modality: dict[str, Any]
+    objective: dict[str, Any]
+    encoder: dict[str, Any]
+    data: str
+    max_len: int
+    vocab_size: int
+    step: int | None
+    max_steps: int | None
+    validation: dict[str, Any] = field(default_factory=dict)  # val_loss / val_accuracy at the checkpoint's step
+    records: int | None = None
+
+
+def _run_dir(folder: Path) -> Path | None:
+    return folder.parent.parent if folder.parent.name == "checkpoints" else None
+
+
+def _validation_at(run_dir: Path | None, step: int | None) -> dict[str, Any]:
+    """The last validation line of ``metrics.jsonl`` at or before ``step``."""
+    metrics = None if run_dir is None else run_dir / "metrics.jsonl"
+    if metrics is None or not metrics.is_file() or step is None:
+        return {}
+    found: dict[str, Any] = {}
+    for line in metrics.read_text().splitlines():
+        try:
+            record = json.loads(line)
+        except ValueError:
+            continue
+        if "val_loss" in record and record.get("step", step + 1) <= step:
+            found = record
+    return found
+
+
+def card_facts(checkpoint: LoadedCheckpoint) -> CardFacts:
+    """Facts for the card of a pretrained checkpoint."""
+    config = checkpoint.config
+    data = config.get("data", {})
+    paths = data.get("paths") or []
+    manifest = json.loads((checkpoint.folder / "manifest.json").read_text())
+    step = manifest.get("step")
+    run_dir = _run_dir(checkpoint.folder)
+    summary_path = None if run_dir is None else run_dir / "summary.json"
+    summary = json.loads(summary_path.read_text()) if summary_path is not None and summary_path.is_file() else {}
+    return CardFacts(
+        source=str(checkpoint.folder), modality=config["modality"], objective=config["objective"],
+        encoder=checkpoint.encoder_config.model_dump(mode="json"),
+        data=", ".join(f"`{Path(p).name}`" for p in paths) if paths else
+        f"the built-in {config['modality']['name']} corpus of polymask (polymask/corpora/)",
+        max_len=int(data.get("max_len", 512)), vocab_size=checkpoint.vocab_size, step=step,
+        max_steps=config.get("train", {}).get("max_steps"), validation=_validation_at(run_dir, step),
+        records=summary.get("records"))
+
+
+def _options(config: dict[str, Any]) -> str:
+    shown = [f"{key}={value}" for key, value in config.items() if key != "name" and value is not None]
+    return f"`{config['name']}`" + (f" ({', '.join(shown)})" if shown else "")
+
+
+def _number(value: Any, digits: int = 4) -> str:
+    return "not recorded" if value is None else f"{value:.{digits}f}" if isinstance(value, float) else str(value)
+
+
+def model_card(facts: CardFacts, architectures: list[str], difference: float | None, checked: int,
+               head: "SequenceHead | None" = None) -> str:
+    """The README.md text (YAML front matter for the Hub, then the card)."""
+    objective = facts.objective["name"]
+    encoder = facts.encoder
+    masked_lm = "PolymaskForMaskedLM" in architectures
+    pipeline_tag = "text-classification" if head is not None else "fill-mask" if masked_lm else "feature-extraction"
+    tags = ["polymask", facts.modality["name"], objective]
+    validation = facts.validation
+    check = (f"max |difference| {difference:.1e} on {checked} records of the training corpus, padded into one batch"
+             if difference is not None else "not checked (the training corpus could not be read)")
+    lines = [
+        "---", "library_name: transformers", f"pipeline_tag: {pipeline_tag}",
+        "tags:", *[f"- {tag}" for tag in tags], "---", "",
+        f"# polymask {facts.modality['name']} encoder ({objective})", "",
+        f"A {encoder['n_layers']}-layer, {encoder['d_model']}-wide pre-LayerNorm Transformer encoder with rotary "
+        f"positions{' (2D: token index, state index)' if encoder['rope_2d'] else ''}, pretrained with polymask.", "",
+        "| | |", "|---|---|",
+        f"| modality | {_options(facts.modality)} |",
+        f"| objective | {_options(facts.objective)} |",
+        f"| encoder | {encoder['n_layers']} layers x {encoder['d_model']}, {encoder['n_heads']} heads, MLP "
+        f"{encoder['d_ff']}, embedding LayerNorm {'on' if encoder['embed_norm'] else 'off'} |",
+        f"| data | {facts.data}" + (f", {facts.records:,} records" if facts.records else "") + " |",
+        f"| steps | {_number(facts.step)} of {_number(facts.max_steps)} |",
+        f"| validation masked-token accuracy | {_number(validation.get('val_accuracy'))} "
+        f"(loss {_number(validation.get('val_loss'))}, at step {_number(validation.get('step'))}) |",
+        f"| tokenizer | {facts.vocab_size} tokens, at most {facts.max_len} per sequence ([CLS] ... [SEP]) |",
+        "",
+        "## Use", "",
+        "The architecture is polymask's own (shipped as `modeling_polymask.py`, which imports only torch and "
+        "transformers), so load with `trust_remote_code=True`:", "",
+        "```python",
+        "from transformers import AutoModel, AutoTokenizer",
+        "tokenizer = AutoTokenizer.from_pretrained(path, trust_remote_code=True)  # reads config.json too",
+        "model = AutoModel.from_pretrained(path, trust_remote_code=True)",
+        "hidden = model(**tokenizer(records, padding=True, return_tensors=\"pt\")).last_hidden_state",
+        "```", "",
+        "Prepare each record as polymask did before tokenising (`Modality.normalize`, then "
+        f"`Modality.tokenizer_input`; the modality's options are listed above): the tokenizer alone does not "
+        "validate or canonicalise (for example, SMILES were RDKit-canonicalised, DNA upper-cased with ambiguity "
+        "codes as N and, for overlapping k-mers, written as space-separated k-mers).", "",
+    ]
+    if masked_lm:
+        lines += ["`AutoModelForMaskedLM` and `pipeline(\"fill-mask\", model=path, trust_remote_code=True)` use "
+                  + FILL_MASK[objective], ""]
+    else:
+        lines += ["No masked-LM head is exported for this objective: use `AutoModel`.", ""]
+    if head is not None:
+        lines += [f"`AutoModelForSequenceClassification` carries the fine-tuned head "
+                  f"({head.config['problem_type']}, {head.config['num_labels']} outputs, {head.config['pooling']} "
+                  f"pooling; regression outputs are in the targets' original units).", ""]
+    lines += [
+        "## How it was made", "",
+        f"`polymask export` from the checkpoint `{facts.source}`. The weights are polymask's, unchanged, in "
+        "float32 safetensors; nothing was retrained. The export was checked against polymask's encoder before "
+        f"it was written: last hidden states, {check}.", "",
+    ]
+    return "\n".join(lines)

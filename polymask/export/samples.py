@@ -1,0 +1,60 @@
+"""Real records to check an export on: a few records of the checkpoint's own training corpus."""
+from __future__ import annotations
+
+from pathlib import Path
+
+import torch
+from tokenizers import Tokenizer
+
+from polymask.errors import DataError, InvalidRecord
+from polymask.training.checkpoint import LoadedCheckpoint
+
+
+def sample_texts(checkpoint: LoadedCheckpoint, count: int = 8, scan: int = 200) -> list[str]:
+    """``count`` tokenizer inputs of varied lengths from the first ``scan`` valid records of the corpus the
+    checkpoint was trained on (its data paths, else the modality's built-in corpus); [] when unreadable."""
+    from polymask.config import build_run_config
+    from polymask.data.readers import read_records
+    from polymask.modalities import build_modality
+
+    config = build_run_config(checkpoint.config)
+    modality = build_modality(config.modality)
+    try:
+        paths = [Path(p) for p in config.data.paths] or modality.corpus_paths()
+    except DataError:
+        return []
+    texts: list[str] = []
+    for path in paths:
+        try:
+            for record in read_records(path, config.data.column, modality.default_columns):
+                try:
+                    texts.append(modality.tokenizer_input(modality.normalize(record.text)))
+                except InvalidRecord:
+                    continue
+                if len(texts) >= scan:
+                    break
+        except DataError:
+            continue
+        if len(texts) >= scan:
+            break
+    by_length = sorted(set(texts), key=len)
+    if len(by_length) <= count:
+        return by_length
+    return [by_length[round(i * (len(by_length) - 1) / (count - 1))] for i in range(count)]
+
+
+def encode_padded(tokenizer: Tokenizer, texts: list[str], max_len: int) -> dict[str, torch.Tensor]:
+    """input_ids and attention_mask (B, L), right-padded; over-long inputs cut to ``max_len`` ending in [SEP]."""
+    pad, sep = tokenizer.token_to_id("[PAD]"), tokenizer.token_to_id("[SEP]")
+    rows = [ids if len(ids) <= max_len else ids[:max_len - 1] + [sep]
+            for ids in (encoding.ids for encoding in tokenizer.encode_batch(texts))]
+    width = max(len(ids) for ids in rows)
+    input_ids = torch.tensor([ids + [pad] * (width - len(ids)) for ids in rows])
+    attention_mask = torch.tensor([[1] * len(ids) + [0] * (width - len(ids)) for ids in rows])
+    return {"input_ids": input_ids, "attention_mask": attention_mask}
+
+
+def sample_batch(checkpoint: LoadedCheckpoint, max_len: int) -> dict[str, torch.Tensor] | None:
+    """A padded batch of real records for ``check_export``; None when the corpus cannot be read."""
+    texts = sample_texts(checkpoint)
+    return encode_padded(checkpoint.tokenizer, texts, max_len) if texts else None

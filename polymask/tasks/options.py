@@ -1,0 +1,43 @@
+"""Fine-tuning options: pydantic models only, so the command line can show their defaults without
+importing torch."""
+from __future__ import annotations
+
+from typing import Literal
+
+from pydantic import Field
+
+from polymask.schema import StrictModel
+
+
+class SpanOptions(StrictModel):
+    """How contexts are windowed and answers decoded."""
+
+    doc_stride: int = Field(128, ge=1, description="tokens between the starts of consecutive windows of a context")
+    max_query_len: int = Field(64, ge=1, description="question tokens kept (longer questions are cut and counted)")
+    max_answer_len: int = Field(30, ge=1, description="longest predicted answer, in tokens")
+
+
+class FinetuneConfig(StrictModel):
+    """Fine-tuning hyper-parameters (the same for every checkpoint in a benchmark)."""
+
+    lr: float = Field(2e-4, gt=0, description="peak learning rate")
+    epochs: int = Field(20, ge=1, description="maximum epochs")
+    patience: int = Field(5, ge=1, description="stop after this many epochs without validation improvement")
+    batch_size: int = Field(32, ge=1, description="examples per batch")
+    pooling: Literal["cls", "mean"] = Field("mean", description="sequence representation: [CLS] state or mean of tokens")
+    freeze_encoder: bool = Field(False, description="train the head only (linear probe)")
+    dropout: float = Field(0.1, ge=0, lt=1, description="dropout before the head")
+    weight_decay: float = Field(0.01, ge=0, description="AdamW weight decay")
+    warmup_fraction: float = Field(0.06, ge=0, lt=1, description="fraction of steps with linear warm-up")
+    max_len: int = Field(256, ge=8, description="tokens per example; longer ones are truncated and counted")
+    max_train_examples: int | None = Field(None, ge=1, description="cap on training examples (random subset)")
+    max_valid_examples: int | None = Field(
+        None, ge=1, description="cap on validation examples (a fixed random subset, the same for every system and seed)")
+    max_test_examples: int | None = Field(
+        None, ge=1, description="cap on test examples (a fixed random subset, the same for every system and seed)")
+    span: SpanOptions = Field(default_factory=SpanOptions, description="span-extraction tasks (SQuAD): windows, answers")
+    precision: Literal["auto", "fp32", "bf16"] = Field("auto", description="as in pretraining")
+    device: str = Field("auto", description="auto, cpu, cuda or cuda:N")
+    save_model: bool = Field(
+        True, description="keep the model chosen on the validation split of each pretrained checkpoint's cell (a folder "
+                          "next to the cell's result; reference rows keep none)")

@@ -1,0 +1,95 @@
+"""The command line answers at once and helps: light --help, defaults shown, closest names suggested,
+progress inside a fine-tuning cell."""
+import argparse
+import json
+import subprocess
+import sys
+
+import pytest
+import torch
+
+from polymask.cli import DefaultsHelpFormatter, build_parser, main
+from polymask.errors import ConfigError
+from polymask.tasks.finetune import fit
+from polymask.tasks.options import FinetuneConfig
+from polymask.tasks.spec import load_task_spec
+from polymask.training.runtime import inner_progress
+
+HEAVY = ("torch", "datasets", "pandas", "rdkit", "transformers", "sklearn", "scipy", "deepchem")
+
+
+def _sub_parsers(parser: argparse.ArgumentParser, prefix: tuple[str, ...] = ()):
+    yield prefix, parser
+    for action in parser._actions:
+        if isinstance(action, argparse._SubParsersAction):
+            for name, child in action.choices.items():
+                yield from _sub_parsers(child, (*prefix, name))
+
+
+VERBS = [" ".join(path) for path, _ in _sub_parsers(build_parser())]
+
+
+def test_help_imports_no_heavy_library():
+    """`polymask --help` and every `polymask <verb> --help` run without loading torch, datasets, pandas or RDKit."""
+    script = (
+        "import json, sys\n"
+        "from polymask.cli import main\n"
+        f"for verb in {VERBS!r}:\n"
+        "    try:\n"
+        "        main([*verb.split(), '--help'])\n"
+        "    except SystemExit:\n"
+        "        pass\n"
+        f"print(json.dumps(sorted(name for name in {HEAVY!r} if name in sys.modules)))\n")
+    result = subprocess.run([sys.executable, "-c", script], capture_output=True, text=True, timeout=300)
+    assert result.returncode == 0, result.stderr
+    assert json.loads(result.stdout.strip().splitlines()[-1]) == []
+    assert "polymask export" in result.stdout and "polymask finetune" in result.stdout
+
+
+def test_every_option_says_its_default():
+    formatter = DefaultsHelpFormatter("polymask")
+    for path, parser in _sub_parsers(build_parser()):
+        for action in parser._actions:
+            if not action.option_strings or action.required or action.nargs == 0:
+                continue  # positionals, required options, flags (off unless given) and --help
+            text = formatter._get_help_string(action) % {"default": action.default}
+            assert "default" in text, (" ".join(path), action.option_strings, text)
+
+
+def test_finetune_help_shows_the_config_defaults(capsys):
+    with pytest.raises(SystemExit):
+        main(["finetune", "--help"])
+    shown = " ".join(capsys.readouterr().out.split())
+    assert f"learning rate (default: {FinetuneConfig().lr})" in shown
+    assert f"maximum epochs (default: {FinetuneConfig().epochs})" in shown
+
+
+def test_unknown_names_suggest_the_closest(capsys):
+    assert main(["train", "--modality", "smils", "--objective", "mlm"]) == 2
+    assert "did you mean 'smiles'?" in capsys.readouterr().err
+    assert main(["finetune", "--task", "moleculenet/esol", "--checkpoint", "x", "--set", "epoch=3"]) == 2
+    assert "epoch: Extra inputs are not permitted (got 3); did you mean 'epochs'?" in capsys.readouterr().err
+    assert main(["benchmark", "moleculenett", "--checkpoint", "x"]) == 2
+    assert "did you mean 'moleculenet'?" in capsys.readouterr().err
+    with pytest.raises(ConfigError, match="unknown task 'bbbp'; did you mean 'moleculenet/bbbp'?"):
+        load_task_spec("bbbp")
+
+
+def test_fine_tuning_shows_epochs_and_steps_inside_a_benchmark_cell(capsys):
+    """Inside a benchmark (``inner_progress``) ``fit`` shows its epoch, steps and validation metric;
+    outside it stays silent."""
+    torch.manual_seed(0)
+    inputs = torch.linspace(-1, 1, 64).unsqueeze(1)
+    targets = 3 * inputs
+    model = torch.nn.Linear(1, 1)
+    batches = lambda epoch: [slice(start, start + 16) for start in range(0, 64, 16)]  # noqa: E731
+    loss_of = lambda rows: torch.nn.functional.mse_loss(model(inputs[rows]), targets[rows])  # noqa: E731
+    validate = lambda: {"rmse": float(loss_of(slice(0, 64)).detach().sqrt())}  # noqa: E731
+    config = FinetuneConfig(epochs=2, lr=0.1)
+    fit(model, config, batches, loss_of, validate, "rmse")
+    assert "epoch" not in capsys.readouterr().err
+    with inner_progress(True):
+        fitted = fit(model, config, batches, loss_of, validate, "rmse")
+    shown = capsys.readouterr().err
+    assert "epoch 1/2" in shown and "epoch 2/2" in shown and "/8" in shown and "valid rmse" in shown
+    assert fitted.epochs_run == 2

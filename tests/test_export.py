@@ -1,0 +1,146 @@
+"""`polymask export`: a folder that transformers alone loads, reproducing polymask's encoder and heads."""
+from __future__ import annotations
+
+import ast
+import json
+from pathlib import Path
+
+import pytest
+import torch
+
+from polymask.cli import main
+from polymask.data.batching import Batch
+from polymask.errors import PolymaskError
+from polymask.export.hf import REMOTE_DIR, export_checkpoint, sequence_head, write_export
+from polymask.export.hf_remote.modeling_polymask import PolymaskForSequenceClassification, PolymaskModel
+from polymask.export.model_card import card_facts
+from polymask.export.samples import encode_padded, sample_texts
+from polymask.tasks.heads import SequencePredictor
+from polymask.training.checkpoint import load_checkpoint
+from polymask.training.trainer import train
+
+from conftest import tiny_config
+from hf_roundtrip import reference_case, run_blocked
+
+LEGACY_RUN = Path(__file__).parent / "data" / "legacy_run"  # SMILES MLM written before embed_norm existed
+# Every objective on every modality once; each objective with and without the embedding LayerNorm.
+CASES = [("smiles", "mlm", True), ("smiles", "maelm", False), ("smiles", "exlm", True),
+         ("text", "mlm", False), ("text", "maelm", True), ("text", "exlm", False),
+         ("dna", "mlm", True), ("dna", "maelm", False), ("dna", "exlm", True)]
+
+
+def _train(root: Path, modality: str, objective: str, embed_norm: bool) -> Path:
+    config = tiny_config(modality, root / f"{modality}-{objective}", max_steps=10, threads=1)
+    config["objective"] = {"name": objective}
+    config["model"]["embed_norm"] = embed_norm
+    config["data"]["max_val_records"] = 16
+    train(config)
+    return Path(config["out"])
+
+
+@pytest.fixture(scope="module")
+def loaded(tmp_path_factory: pytest.TempPathFactory, one_torch_thread) -> dict:
+    """Export every case, then load all of them in one subprocess in which polymask cannot be imported."""
+    root = tmp_path_factory.mktemp("export")
+    runs = {f"{m}-{o}-{'norm' if n else 'nonorm'}": _train(root, m, o, n) for m, o, n in CASES}
+    runs["legacy-smiles-mlm-nonorm"] = LEGACY_RUN
+    results = {name: export_checkpoint(run, root / "hf" / name) for name, run in runs.items()}
+    cases = [reference_case(run, root / "hf" / name) for name, run in runs.items()]
+    return {"exports": results, "loaded": run_blocked(cases, root), "root": root}
+
+
+def test_transformers_alone_reproduces_every_objective_and_modality(loaded):
+    for name, result in loaded["loaded"].items():
+        print(f"{name}: hidden {result['hidden_diff']:.1e}, LM logits {result['logits_diff']:.1e}, "
+              f"fill-mask {result['fill_mask'][0]}")
+        assert result["same_ids"], name  # AutoTokenizer gives polymask's ids, padding included
+        assert result["hidden_diff"] < 1e-4, name
+        assert result["logits_diff"] < 1e-4, name
+        assert result["model_class"] == "PolymaskModel"
+        assert result["classifier_logits"] == [8, 2]  # AutoModelForSequenceClassification starts a new head
+        assert result["tokens"] == {"mask_token": "[MASK]", "pad_token": "[PAD]", "cls_token": "[CLS]",
+                                    "sep_token": "[SEP]"}
+        assert result["model_max_length"] == 64
+        assert len(result["fill_mask"]) == 3 and all(0 <= item["score"] <= 1 for item in result["fill_mask"])
+
+
+def test_the_export_checks_itself_and_writes_a_model_card(loaded):
+    for name, result in loaded["exports"].items():
+        assert result.max_abs_diff is not None and result.max_abs_diff < 1e-4
+        assert result.checked_records == 8
+        card = (result.folder / "README.md").read_text()
+        modality, objective = name.removeprefix("legacy-").split("-")[:2]
+        assert f"| modality | `{modality}`" in card and f"| objective | `{objective}`" in card
+        if not name.startswith("legacy"):  # the legacy fixture keeps only its checkpoint, not its run's metrics
+            assert "| steps | 10 of 10 |" in card and "validation masked-token accuracy | 0." in card
+        config = json.loads((result.folder / "config.json").read_text())
+        assert config["model_type"] == "polymask" and config["objective"] == objective
+        assert sorted(p.name for p in result.folder.iterdir()) == [
+            "README.md", "config.json", "configuration_polymask.py", "model.safetensors", "modeling_polymask.py",
+            "tokenizer.json", "tokenizer_config.json"]
+    exlm_card = (loaded["exports"]["smiles-exlm-norm"].folder / "README.md").read_text()
+    assert "NOT how ExLM predicted in pretraining" in exlm_card
+
+
+def test_remote_code_imports_only_torch_and_transformers():
+    for path in REMOTE_DIR.glob("*_polymask.py"):
+        tree = ast.parse(path.read_text())
+        imported = {alias.name.split(".")[0] for node in ast.walk(tree) if isinstance(node, ast.Import)
+                    for alias in node.names}
+        imported |= {node.module.split(".")[0] for node in ast.walk(tree)
+                     if isinstance(node, ast.ImportFrom) and node.module and node.level == 0}
+        assert imported <= {"torch", "transformers", "typing"}, (path.name, imported)
+
+
+def test_export_never_replaces_a_folder_unasked_and_leaves_no_temporary_files(loaded, capsys):
+    folder = loaded["exports"]["dna-mlm-norm"].folder
+    before = (folder / "model.safetensors").read_bytes()
+    with pytest.raises(PolymaskError, match="already exists"):
+        export_checkpoint(LEGACY_RUN, folder)
+    assert (folder / "model.safetensors").read_bytes() == before
+    assert main(["export", "--checkpoint", str(LEGACY_RUN), "--out", str(folder), "--overwrite"]) == 0
+    assert json.loads(capsys.readouterr().out)["max_abs_diff_hidden"] < 1e-4
+    assert json.loads((folder / "config.json").read_text())["embed_norm"] is False
+    assert not [p for p in folder.parent.iterdir() if p.name.startswith((".tmp-", ".old-"))]
+
+
+def test_a_fine_tuned_head_exports_with_regression_targets_in_original_units(loaded):
+    checkpoint = load_checkpoint(LEGACY_RUN)
+    predictor = SequencePredictor(checkpoint.build_encoder(), 2, "cls").eval()
+    torch.nn.init.normal_(predictor.head.weight)
+    head = sequence_head(predictor.head.weight, predictor.head.bias, "regression", ["logS", "logP"], "cls", 0.1,
+                         mean=[-3.0, 2.0], std=[2.0, 0.5])
+    folder = loaded["root"] / "finetuned"
+    batch = encode_padded(checkpoint.tokenizer, ["CCO", "c1ccccc1O", "CC(=O)Nc1ccc(O)cc1"], 64)
+    write_export(folder, predictor.encoder, checkpoint.tokenizer, 64, card_facts(checkpoint), batch, head=head)
+    model = PolymaskForSequenceClassification.from_pretrained(str(folder)).eval()
+    with torch.no_grad():
+        expected = predictor(batch["input_ids"], batch["attention_mask"].bool()) * torch.tensor([2.0, 0.5]) + \
+            torch.tensor([-3.0, 2.0])
+        got = model(**batch).logits
+    assert torch.allclose(got, expected, atol=1e-5)
+    assert model.config.id2label == {0: "logS", 1: "logP"} and model.config.problem_type == "regression"
+
+
+def test_exlm_export_takes_2d_positions_like_the_expanded_pretraining_input(loaded):
+    """The exported ExLM encoder reproduces polymask's on ExLM's expanded input (state indices 1..k), not
+    only on plain tokens (state index 0): both rotary sections are laid out as polymask lays them."""
+    run = loaded["root"] / "smiles-exlm"
+    checkpoint = load_checkpoint(run)
+    objective = checkpoint.build_objective().eval()
+    batch = encode_padded(checkpoint.tokenizer, sample_texts(checkpoint), 64)
+    real = batch["attention_mask"].bool()
+    selected = torch.zeros_like(real)
+    selected[:, 2] = True
+    expansion = objective.expand(Batch(batch["input_ids"], real), selected)
+    positions = expansion.position_ids(True)
+    model = PolymaskModel.from_pretrained(str(loaded["exports"]["smiles-exlm-norm"].folder)).eval()
+    with torch.no_grad():
+        expected = objective.encoder(expansion.input_ids, attention_mask=expansion.attention_mask,
+                                     position_ids=positions)
+        got = model(input_ids=expansion.input_ids, attention_mask=expansion.attention_mask,
+                    position_ids=positions).last_hidden_state
+    slots = torch.ones_like(expansion.input_ids, dtype=torch.bool) if expansion.attention_mask is None \
+        else expansion.attention_mask
+    assert int(positions[..., 1].max()) == objective.config.k
+    assert (expected[slots] - got[slots]).abs().max() < 1e-5
