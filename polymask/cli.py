@@ -2,12 +2,12 @@
 from __future__ import annotations
 
 import argparse
-import json
 import sys
 from pathlib import Path
 from typing import Any, Callable
 
 from polymask.errors import PolymaskError
+from polymask.jsonio import dumps
 from polymask.registry import UnknownNameError
 
 
@@ -97,8 +97,8 @@ def cmd_tokenizer_train(args: argparse.Namespace) -> int:
             skipped += 1
     tokenizer = modality.build_tokenizer(texts, args.vocab_size)
     save_tokenizer(tokenizer, args.out)
-    print(json.dumps({"out": str(args.out), "records": len(texts), "skipped": skipped,
-                      "vocab_size": tokenizer.get_vocab_size()}))
+    print(dumps({"out": str(args.out), "records": len(texts), "skipped": skipped,
+                 "vocab_size": tokenizer.get_vocab_size()}))
     return 0
 
 

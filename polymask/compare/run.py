@@ -13,6 +13,7 @@ from polymask.compare.pretrain import pretrain
 from polymask.compare.report import write_compare_report
 from polymask.config import build_run_config
 from polymask.data.corpus import prepare_corpus
+from polymask.jsonio import write_text
 from polymask.modalities import build_modality
 from polymask.tasks.benchmark import run_benchmark
 from polymask.tasks.finetune import FinetuneConfig
@@ -45,7 +46,7 @@ def export_heldout(run_dir: Path, out: Path) -> Path:
                             seed=config.train.seed, cache_dir=data.resolved_cache_dir(), strict=False)
     lines = [modality.decode(checkpoint.tokenizer, corpus.valid[i].tolist()).replace("\n", " ")
              for i in range(len(corpus.valid))]
-    path.write_text("".join(line + "\n" for line in lines if line.strip()))
+    write_text(path, "".join(line + "\n" for line in lines if line.strip()))
     return path
 
 

@@ -26,6 +26,7 @@ from tokenizers import Tokenizer
 from polymask.data import pipeline
 from polymask.data.tokens import TokenStore
 from polymask.errors import DataError
+from polymask.jsonio import dumps
 from polymask.modalities.base import Modality
 from polymask.tokenization import fingerprint
 
@@ -169,8 +170,8 @@ def _build(folder: Path, modality: Modality, tokenizer: Tokenizer, sources: Sequ
     report.skipped_examples = skipped[:SKIPPED_EXAMPLES]
     with open(tmp / "skipped.jsonl", "w") as handle:
         for item in skipped:
-            handle.write(json.dumps(item) + "\n")
-    (tmp / "report.json").write_text(json.dumps(asdict(report), indent=1))
+            handle.write(dumps(item) + "\n")
+    (tmp / "report.json").write_text(dumps(asdict(report), indent=1))
     shutil.rmtree(tmp / "hf", ignore_errors=True)
     shutil.rmtree(folder, ignore_errors=True)
     tmp.rename(folder)

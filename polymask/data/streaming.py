@@ -8,7 +8,6 @@ invalid records). A resumed run re-reads the stream up to its position.
 """
 from __future__ import annotations
 
-import json
 from pathlib import Path
 from typing import Iterator, Sequence
 
@@ -20,6 +19,7 @@ from polymask.data import pipeline
 from polymask.data.corpus import RAW_FEATURES, CorpusReport
 from polymask.data.streams import MicroBatch, StreamPosition, bucketed
 from polymask.data.tokens import TokenStore
+from polymask.jsonio import append_jsonl
 from polymask.modalities.base import Modality
 
 SHUFFLE_BUFFER = 10_000
@@ -81,8 +81,7 @@ class StreamingBatches:
         if len(self.report.skipped_examples) < 10:
             self.report.skipped_examples.append(entry)
         if self.skipped_file is not None:
-            with open(self.skipped_file, "a") as handle:
-                handle.write(json.dumps(entry) + "\n")
+            append_jsonl(self.skipped_file, entry)
 
     def take(self, count: int, position: StreamPosition) -> list[MicroBatch]:
         """The next ``count`` micro-batches; advances ``position`` (re-reading the stream after a resume)."""

@@ -15,6 +15,7 @@ from typing import Any
 import numpy as np
 
 from polymask.errors import DataError
+from polymask.jsonio import write_json
 from polymask.tasks.kinds import KINDS
 from polymask.tasks.metrics import METRICS
 from polymask.tasks.report import write_report
@@ -64,14 +65,13 @@ def run_cells(systems: list[System], task_keys: list[str], seeds: list[int], out
         else:
             cell = {"system": system.name, **system.run(task, seed)}
             path.parent.mkdir(parents=True, exist_ok=True)
-            tmp = path.with_suffix(".tmp")
-            tmp.write_text(json.dumps(cell, indent=1))
-            tmp.replace(path)
+            write_json(path, cell)
         cells.append(cell)
         bar.update(1)
     bar.close()
     return {"cells": cells, "missing": missing, "tasks": details, "wall_time_s": round(time.perf_counter() - started, 1),
-            "systems": {s.name: s.description for s in systems}, "seeds": seeds, "task_order": task_keys}
+            "systems": {s.name: s.description for s in systems}, "seeds": seeds,
+            "task_order": [spec.key for spec in specs]}
 
 
 def aggregate(results: dict[str, Any]) -> list[dict[str, Any]]:

@@ -30,6 +30,7 @@ from safetensors.torch import load_file, save_file
 from tokenizers import Tokenizer
 
 from polymask.errors import CheckpointError
+from polymask.jsonio import dumps
 from polymask.model.encoder import Encoder, EncoderConfig
 from polymask.tokenization import load_tokenizer, save_tokenizer
 
@@ -49,7 +50,7 @@ def _sha256(path: Path) -> str:
 
 
 def _write_json(path: Path, data: Any) -> None:
-    path.write_text(json.dumps(data, indent=1))
+    path.write_text(dumps(data, indent=1))
 
 
 def _fsync_dir(path: Path) -> None:
