@@ -21,7 +21,7 @@ import torch
 
 from polymask.bench_measure import matmul_peak, measure
 from polymask.bench_systems import hf_bert_system, polymask_system
-from polymask.jsonio import write_json, write_text
+from polymask.jsonio import make_dir, write_json, write_text
 from polymask.training.runtime import precision_used, resolve_device
 
 
@@ -103,7 +103,7 @@ def machine() -> dict[str, Any]:
 
 def write_bench(rows: list[dict[str, Any]], out: Path, modality: str, preset: str, batch_size: int,
                 max_len: int, steps: int, peaks: dict[str, float]) -> Path:
-    out.mkdir(parents=True, exist_ok=True)
+    make_dir(out)
     stem = out / f"{modality}-{preset}-b{batch_size}-l{max_len}"
     info = {"modality": modality, "preset": preset, "batch_size": batch_size, "max_len": max_len,
             "timed_steps": steps, **machine(),

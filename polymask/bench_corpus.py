@@ -14,7 +14,7 @@ from typing import Any
 
 from polymask.bench import machine
 from polymask.data.corpus import prepare_corpus
-from polymask.jsonio import dumps, write_json, write_text
+from polymask.jsonio import dumps, make_dir, write_json, write_text
 from polymask.modalities import MODALITIES
 
 
@@ -42,7 +42,7 @@ def bench_corpus(path: Path, modality_name: str, num_proc: int, max_len: int, ou
               "peak_rss_main_mib": round(_peak_rss_mib(resource.RUSAGE_SELF), 1),
               "peak_rss_worker_mib": round(_peak_rss_mib(resource.RUSAGE_CHILDREN), 1), **machine()}
     if out is not None:
-        out.mkdir(parents=True, exist_ok=True)
+        make_dir(out)
         stem = out / f"corpus-{path.name.split('.')[0]}"
         write_json(stem.with_suffix(".json"), result)
         lines = [f"# Corpus preparation: {path.name}", "", "| measure | value |", "|---|---|"]

@@ -19,7 +19,7 @@ from typing import Any
 
 from polymask.bench_systems import polymask_trainer, train_step
 from polymask.data.streams import MicroBatch
-from polymask.jsonio import write_json, write_text
+from polymask.jsonio import make_dir, write_json, write_text
 from polymask.training.runtime import step_generator
 
 
@@ -72,7 +72,7 @@ def write_comparison(comparison: dict[str, Any], out: Path, machine: dict[str, A
     setup = comparison["setup"]
     stem = out / (f"{setup['modality']}-{setup['preset']}-b{setup['batch_size']}-l{setup['max_len']}-"
                   + "-".join(row["objective"] for row in comparison["rows"]))
-    out.mkdir(parents=True, exist_ok=True)
+    make_dir(out)
     write_json(stem.with_suffix(".json"), {**comparison, "machine": machine})
     first = comparison["rows"][0]["objective"]
     lines = [f"# polymask objectives side by side: {setup['modality']}, preset {setup['preset']}, "

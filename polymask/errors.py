@@ -22,6 +22,10 @@ class DataError(PolymaskError):
     """A corpus or task file that cannot be read (names the file, and the line when known)."""
 
 
+class TaskFileMissing(DataError):
+    """A task's data file found nowhere (a benchmark lists such tasks as not run)."""
+
+
 class CheckpointError(PolymaskError):
     """A checkpoint that is missing, incomplete or corrupt."""
 

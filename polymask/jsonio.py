@@ -74,6 +74,15 @@ def atomic_path(path: Path) -> Iterator[Path]:
             tmp.unlink()
 
 
+def make_dir(path: Path) -> Path:
+    """Create the folder ``path`` (and its parents); ``OutputError`` naming it when that is impossible."""
+    try:
+        Path(path).mkdir(parents=True, exist_ok=True)
+    except OSError as exc:
+        raise _failure(Path(path), exc) from None
+    return Path(path)
+
+
 def write_text(path: Path, text: str) -> Path:
     """Write ``text`` to ``path`` atomically."""
     with atomic_path(path) as tmp:

@@ -8,13 +8,16 @@ Every polymask tokenizer is a ``tokenizers.Tokenizer`` whose first five ids are
 from __future__ import annotations
 
 import hashlib
+import os
+import shutil
 from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING
 
 from tokenizers import AddedToken, Tokenizer, processors
 
-from polymask.errors import DataError
+from polymask.errors import DataError, OutputError
+from polymask.jsonio import make_dir
 
 if TYPE_CHECKING:
     from transformers import PreTrainedTokenizerFast
@@ -68,9 +71,19 @@ def to_hf(tokenizer: Tokenizer) -> "PreTrainedTokenizerFast":
 
 
 def save_tokenizer(tokenizer: Tokenizer, directory: Path) -> Path:
-    """Write ``tokenizer.json`` and the transformers side files into ``directory``."""
-    directory.mkdir(parents=True, exist_ok=True)
-    to_hf(tokenizer).save_pretrained(str(directory))
+    """Write ``tokenizer.json`` and the transformers side files into ``directory`` (each written whole into a
+    staging folder first, then renamed into place: a failed write leaves no half-written file)."""
+    make_dir(directory)
+    staging = directory / f".tokenizer.tmp-{os.getpid()}"
+    try:
+        to_hf(tokenizer).save_pretrained(str(staging))
+        for file in staging.iterdir():
+            os.replace(file, directory / file.name)
+    except OSError as exc:
+        raise OutputError(f"cannot write {directory}: {exc.strerror or exc} (free some space or choose another "
+                          f"output folder)") from None
+    finally:
+        shutil.rmtree(staging, ignore_errors=True)
     return directory / "tokenizer.json"
 
 

@@ -18,7 +18,7 @@ from typing import TYPE_CHECKING, Any
 
 from polymask.analysis import ANALYSES
 from polymask.analysis.masked_inputs import add_masked_input_arguments, masked_batches
-from polymask.jsonio import atomic_path, write_json, write_text
+from polymask.jsonio import atomic_path, make_dir, write_json, write_text
 
 if TYPE_CHECKING:
     from torch import Tensor
@@ -142,7 +142,7 @@ def run_rank_analysis(checkpoints: list[Path], data: list[Path], out: Path, tau:
     report = {"data": [str(p) for p in data], "tau": tau, "mask_ratio": mask_ratio, "seed": seed,
               "max_tokens": max_tokens, "n_layers": max(row["layer"] for r in results for row in r["layers"]) + 1,
               "results": results}
-    out.mkdir(parents=True, exist_ok=True)
+    make_dir(out)
     write_json(out / "rank.json", report)
     write_tables(report, out)
     plot(report, out)

@@ -19,7 +19,7 @@ from typing import TYPE_CHECKING, Any, Callable
 
 from polymask.analysis import ANALYSES
 from polymask.analysis.masked_inputs import add_masked_input_arguments, masked_batches
-from polymask.jsonio import atomic_path, write_json
+from polymask.jsonio import atomic_path, make_dir, write_json
 from polymask.registry import Registry
 
 if TYPE_CHECKING:  # kept out of the import so that building the CLI parser stays light
@@ -122,7 +122,7 @@ def run_semantics(checkpoints: list[Path], data: list[Path], out: Path, mask_rat
     report = {"data": [str(p) for p in data], "mask_ratio": mask_ratio, "seed": seed,
               "same_masked_positions": len({r["masked_positions_sha256"] for r in results}) == 1,
               "results": results}
-    out.mkdir(parents=True, exist_ok=True)
+    make_dir(out)
     write_json(out / "semantics.json", report)
     plot(results, out)
     return report

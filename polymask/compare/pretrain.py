@@ -7,7 +7,7 @@ from typing import Any
 
 from polymask.compare.budget import Budget, measure_step_seconds, steps_for
 from polymask.config import build_run_config, merge
-from polymask.jsonio import write_json
+from polymask.jsonio import make_dir, write_json
 from polymask.training.trainer import Trainer, train
 
 
@@ -59,7 +59,7 @@ def pretrain(base: dict[str, Any], objective: str, seed: int, budget: Budget, ou
     train_section.update(max_steps=plan["steps"], warmup_steps=min(warmup, max(1, plan["steps"] // 10)))
     if budget.kind == "time":
         train_section["max_time"] = budget.amount
-    run_dir.mkdir(parents=True, exist_ok=True)
+    make_dir(run_dir)
     write_json(plan_file, plan)
     summary = Trainer(build_run_config(raw)).fit()
     return {**summary, "plan": plan, "reused": False}

@@ -14,8 +14,8 @@ from typing import Any
 
 import numpy as np
 
-from polymask.errors import DataError
-from polymask.jsonio import write_json
+from polymask.errors import TaskFileMissing
+from polymask.jsonio import make_dir, write_json
 from polymask.tasks.kinds import KINDS
 from polymask.tasks.metrics import METRICS
 from polymask.tasks.report import write_report
@@ -28,8 +28,10 @@ def slug(text: str) -> str:
     return re.sub(r"[^A-Za-z0-9._-]+", "-", text).strip("-").lower()
 
 
-def _load_tasks(specs: list[TaskSpec], systems: list[System], data_dir: Path | None) -> tuple[dict, dict]:
-    """Task data per (task, modality config); tasks whose files are missing are recorded, not faked."""
+def _load_tasks(specs: list[TaskSpec], systems: list[System], data_dir: Path | None,
+                missing_ok: bool = True) -> tuple[dict, dict]:
+    """Task data per (task, modality config); tasks whose files are missing are recorded, not faked (or,
+    without ``missing_ok``, fail). A file that is there but unusable always fails, naming the file."""
     loaded: dict[tuple[str, str], Any] = {}
     missing: dict[str, str] = {}
     for spec in specs:
@@ -39,17 +41,19 @@ def _load_tasks(specs: list[TaskSpec], systems: list[System], data_dir: Path | N
                 continue
             try:
                 loaded[key] = KINDS[spec.kind].load(spec, system.modality, data_dir)
-            except DataError as exc:
+            except TaskFileMissing as exc:
+                if not missing_ok:
+                    raise
                 missing[spec.key] = str(exc)
     return loaded, missing
 
 
 def run_cells(systems: list[System], task_keys: list[str], seeds: list[int], out: Path,
-              data_dir: Path | None = None, progress: bool = True) -> dict[str, Any]:
+              data_dir: Path | None = None, progress: bool = True, missing_ok: bool = True) -> dict[str, Any]:
     """Run (or reuse) every cell; returns {"cells": [...], "missing": {task: reason}, "tasks": {...}}."""
     started = time.perf_counter()
     specs = [load_task_spec(key) for key in task_keys]
-    loaded, missing = _load_tasks(specs, systems, data_dir)
+    loaded, missing = _load_tasks(specs, systems, data_dir, missing_ok)
     cells, details = [], {}
     todo = [(s, spec, seed) for spec in specs if spec.key not in missing for s in systems for seed in seeds]
     bar = progress_bar(total=len(todo), disable=not progress, unit="cell", desc="benchmark")
@@ -64,7 +68,7 @@ def run_cells(systems: list[System], task_keys: list[str], seeds: list[int], out
             cell = json.loads(path.read_text())
         else:
             cell = {"system": system.name, **system.run(task, seed)}
-            path.parent.mkdir(parents=True, exist_ok=True)
+            make_dir(path.parent)
             write_json(path, cell)
         cells.append(cell)
         bar.update(1)
@@ -96,8 +100,9 @@ def aggregate(results: dict[str, Any]) -> list[dict[str, Any]]:
 
 def run_benchmark(systems: list[System], task_keys: list[str], seeds: list[int], out: Path, title: str,
                   data_dir: Path | None = None, settings: dict[str, Any] | None = None,
-                  progress: bool = True) -> Path:
-    """Run every cell and write ``<out>/results.{md,csv,json}`` (+ ``results.png``); returns the .md path."""
-    out.mkdir(parents=True, exist_ok=True)
-    results = run_cells(systems, task_keys, seeds, out, data_dir, progress)
+                  progress: bool = True, missing_ok: bool = True) -> Path:
+    """Run every cell and write ``<out>/results.{md,csv,json}`` (+ ``results.png``); returns the .md path.
+    ``missing_ok``: a task whose files are found nowhere is listed as not run (else it fails)."""
+    make_dir(out)
+    results = run_cells(systems, task_keys, seeds, out, data_dir, progress, missing_ok)
     return write_report(out, title, aggregate(results), results, settings or {})

@@ -29,14 +29,16 @@ class MetricsLog:
         write_text(self.path, "".join(dumps(record) + "\n" for record in kept))
 
 
-def write_summary(trainer: "Trainer", last_eval: dict[str, Any], wall_time: float) -> dict[str, Any]:
-    """Build, print and save the run summary."""
+def write_summary(trainer: "Trainer", last_eval: dict[str, Any], wall_time: float,
+                  status: str = "completed") -> dict[str, Any]:
+    """Build, print and save the run summary; ``status``: completed, interrupted or diverged."""
     state, report = trainer.state, trainer.corpus_report
     skipped_file = trainer.run_dir / "skipped_records.jsonl"
     if trainer.skipped_file != skipped_file:
         with atomic_path(skipped_file) as tmp:
             shutil.copyfile(trainer.skipped_file, tmp)
     summary = {
+        "status": status,
         "run_dir": str(trainer.run_dir),
         "modality": trainer.modality.name,
         "objective": trainer.config.objective.name,
@@ -44,6 +46,7 @@ def write_summary(trainer: "Trainer", last_eval: dict[str, Any], wall_time: floa
         "device": str(trainer.device),
         "precision": precision_used(trainer.device, trainer.config.train.precision),
         "steps": state.step,
+        "skipped_steps": state.skipped_steps,
         "epochs": trainer.epochs_done(),
         "tokens": state.tokens,
         "tokens_per_s": round(state.tokens / max(state.train_time, 1e-9), 1),
@@ -59,7 +62,8 @@ def write_summary(trainer: "Trainer", last_eval: dict[str, Any], wall_time: floa
         "best_val_loss": state.best_val_loss,
         "final_val_loss": last_eval.get("val_loss"),
         "final_val_accuracy": last_eval.get("val_accuracy"),
-        "checkpoint": str(trainer.last_checkpoint),
+        "checkpoint": str(trainer.last_checkpoint) if trainer.last_checkpoint else None,
+        "checkpoint_step": trainer.last_saved_step if trainer.last_saved_step >= 0 else None,
     }
     write_json(trainer.run_dir / "summary.json", summary)
     print(format_summary(summary))
