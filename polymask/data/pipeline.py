@@ -95,11 +95,14 @@ def tokenize_batch(batch: dict[str, list], modality: Modality, tokenizer: Tokeni
         out["reason"].append(reason)
 
     encodings = tokenizer.encode_batch([modality.tokenizer_input(t) for t in batch["text"]], add_special_tokens=False)
+    reasons = batch.get("reason") or [None] * len(encodings)
     stream: list[int] = []
-    for text, encoding, source, line in zip(batch["text"], encodings, batch["source"], batch["line"]):
+    for text, encoding, source, line, reason in zip(batch["text"], encodings, batch["source"], batch["line"], reasons):
         ids = encoding.ids
         unknown = ids.count(specials.unk)
-        if not ids:
+        if reason is not None:  # invalid before tokenisation (streaming keeps such rows to report them)
+            emit([], "", 0, source, line, reason)
+        elif not ids:
             emit([], "", 0, source, line, "no tokens after tokenisation")
         elif modality.packed:
             stream += [*ids, specials.sep]
