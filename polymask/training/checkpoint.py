@@ -271,14 +271,18 @@ def load_checkpoint(path: Path) -> LoadedCheckpoint:
         raise CheckpointError(f"{folder}/encoder.json: not an encoder description ({_one_line(exc)})") from None
     try:
         build_run_config(run_config)
+    except ConfigError as exc:
+        raise CheckpointError(f"{folder}/config.json: {_one_line(exc)}") from None
+    try:
         tokenizer = load_tokenizer(folder / "tokenizer.json")
-    except (ConfigError, DataError) as exc:
-        raise CheckpointError(f"{folder}: {_one_line(exc)}") from None
+    except DataError as exc:
+        raise CheckpointError(_one_line(exc)) from None
     return LoadedCheckpoint(folder, weights, run_config, encoder_config, vocab_size, tokenizer)
 
 
 def _one_line(exc: BaseException) -> str:
-    return "; ".join(line.strip() for line in str(exc).splitlines() if line.strip())[:400]
+    """A multi-line message (pydantic's, a config's) folded into one line."""
+    return "; ".join(line.strip() for line in str(exc).splitlines() if line.strip()).replace(":;", ":")[:400]
 
 
 def _load_tensors(folder: Path, name: str) -> dict[str, torch.Tensor]:
