@@ -17,7 +17,7 @@ from typing import TYPE_CHECKING
 from tokenizers import AddedToken, Tokenizer, processors
 
 from polymask.errors import DataError, OutputError
-from polymask.jsonio import make_dir
+from polymask.jsonio import atomic_path, make_dir
 
 if TYPE_CHECKING:
     from transformers import PreTrainedTokenizerFast
@@ -77,8 +77,9 @@ def save_tokenizer(tokenizer: Tokenizer, directory: Path) -> Path:
     staging = directory / f".tokenizer.tmp-{os.getpid()}"
     try:
         to_hf(tokenizer).save_pretrained(str(staging))
-        for file in staging.iterdir():
-            os.replace(file, directory / file.name)
+        for file in sorted(staging.iterdir()):
+            with atomic_path(directory / file.name) as tmp:
+                shutil.copyfile(file, tmp)
     except OSError as exc:
         raise OutputError(f"cannot write {directory}: {exc.strerror or exc} (free some space or choose another "
                           f"output folder)") from None

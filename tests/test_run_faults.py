@@ -20,7 +20,7 @@ from safetensors.torch import load_file, save_file
 
 from polymask.cli import main
 from polymask.config import build_run_config
-from polymask.errors import CheckpointError, RunInterrupted, TrainingDiverged
+from polymask.errors import CheckpointError, TrainingDiverged
 from polymask.training.checkpoint import load_checkpoint
 from polymask.training.trainer import Trainer, train
 
@@ -185,22 +185,3 @@ def test_a_signal_saves_writes_an_interrupted_summary_and_exits_128_plus_signal(
     last = err.strip().splitlines()[-1]
     assert "Traceback" not in err and f"{signal.Signals(stop).name}: stopped at step" in last
     assert f"polymask train --resume {run}" in last
-
-
-def test_ctrl_c_inside_a_step_saves_the_last_finished_one_and_reports_it(tmp_path, make_config, small_smiles_file,
-                                                                         monkeypatch):
-    calls = {"n": 0}
-    original = Trainer._train_step
-
-    def interrupt_on_third(self):
-        calls["n"] += 1
-        if calls["n"] == 3:
-            raise KeyboardInterrupt
-        return original(self)
-
-    monkeypatch.setattr(Trainer, "_train_step", interrupt_on_third)
-    with pytest.raises(RunInterrupted, match="SIGINT: stopped at step 2") as stopped:
-        train(small_run(make_config, tmp_path / "run", small_smiles_file, max_steps=10))
-    assert stopped.value.exit_code == 130
-    summary = json.loads((tmp_path / "run" / "summary.json").read_text())
-    assert summary["status"] == "interrupted" and summary["checkpoint_step"] == 2
