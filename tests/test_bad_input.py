@@ -145,3 +145,9 @@ def test_a_ragged_row_is_counted_and_a_file_of_them_fails_naming_the_first(tmp_p
     records = list(read_records(data, "smiles"))
     assert [r.error is None for r in records] == [True, False, True]
     assert records[1].line == 3 and records[1].error.startswith("3 fields where the header has 2")
+
+
+def test_a_smiles_that_rdkit_cannot_sanitise_is_invalid_not_a_crash():
+    """Found by benchmarks/fuzz_records.py: DetectChemistryProblems passes, SanitizeMol then raises."""
+    with pytest.raises(InvalidRecord, match="Explicit valence for atom # 10 N, 4"):
+        normalize_record(modality("smiles"), "N2(C(=O)c1c(cccc1)C\\n2=O)NC(=O)CCC(=O)OC")

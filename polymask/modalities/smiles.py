@@ -61,7 +61,10 @@ def parse_molecule(smiles: str) -> Chem.Mol:
     problems = Chem.DetectChemistryProblems(mol)
     if problems:
         raise InvalidRecord(f"RDKit: {problems[0].Message()}")
-    Chem.SanitizeMol(mol)
+    try:
+        Chem.SanitizeMol(mol)  # can still fail where the detection passes (e.g. valence after a stray "\\")
+    except Chem.rdchem.MolSanitizeException as exc:
+        raise InvalidRecord(f"RDKit: {exc}") from None
     return mol
 
 
