@@ -160,7 +160,11 @@ def main() -> None:
 
         args.out.mkdir(parents=True, exist_ok=True)
         write_json(args.out / "fuzz.json", report)
-        lines = ["| modality | format | records written | exit | crash | records read | invalid counted |",
+        lines = [f"# Record fuzzing: `python benchmarks/fuzz_records.py --records {args.records} --seed {args.seed}`", "",
+                 "Each row: one corpus of real and hostile records through `polymask train` (one step) in its own "
+                 "process. A crash is a signal, a traceback or an exit status other than 0 and 2. Records read can "
+                 "be fewer than written in line formats: a blank line is not a record.", "",
+                 "| modality | format | records written | exit | crash | records read | invalid counted |",
                  "|---|---|---:|---:|---|---:|---:|"]
         lines += [f"| {r['modality']} | {r['format']} | {r['records_written']:,} | {r['exit']} | {'yes' if r['crash'] else 'no'} "
                   f"| {r.get('records_read', '–')} | {r.get('invalid', '–')} |" for r in rows]

@@ -58,6 +58,13 @@ def files_under(folder: Path) -> list[str]:
     return sorted(str(p.relative_to(folder)) for p in folder.rglob("*") if p.is_file()) if folder.exists() else []
 
 
+def ends_cleanly_on_a_full_disk(argv: list[str], out: Path, capsys, monkeypatch) -> None:
+    """``argv --out out`` on a full disk: one line, and no file at all under ``out``."""
+    full_disk(monkeypatch, out)
+    one_line_error(capsys, main([*argv, "--out", str(out)]), "No space left on device", str(out))
+    assert files_under(out) == []
+
+
 def test_a_failed_write_leaves_the_old_file_and_no_temporary(tmp_path, monkeypatch):
     target = tmp_path / "out" / "results.json"
     target.parent.mkdir()
@@ -92,11 +99,7 @@ def test_finetune_and_benchmark_faults_end_in_one_line(tmp_path, tiny_smiles_run
 
 
 def test_finetune_on_a_full_disk_writes_nothing_under_a_final_name(tmp_path, tiny_smiles_run, capsys, monkeypatch):
-    out = tmp_path / "ft"
-    full_disk(monkeypatch, out)
-    one_line_error(capsys, main([*FINETUNE, "--checkpoint", str(tiny_smiles_run), "--out", str(out)]),
-                   "No space left on device", str(out))
-    assert files_under(out) == []
+    ends_cleanly_on_a_full_disk([*FINETUNE, "--checkpoint", str(tiny_smiles_run)], tmp_path / "ft", capsys, monkeypatch)
 
 
 def test_analyze_faults_end_in_one_line(tmp_path, tiny_smiles_run, small_smiles_file, capsys, monkeypatch):
@@ -106,10 +109,7 @@ def test_analyze_faults_end_in_one_line(tmp_path, tiny_smiles_run, small_smiles_
                    str(tmp_path), "holds no checkpoint")
     one_line_error(capsys, main([*rank, "--data", str(small_smiles_file), "--out", str(blocked(tmp_path))]),
                    "cannot write")
-    out = tmp_path / "rank"
-    full_disk(monkeypatch, out)
-    one_line_error(capsys, main([*rank, "--data", str(small_smiles_file), "--out", str(out)]), "No space left")
-    assert files_under(out) == []
+    ends_cleanly_on_a_full_disk([*rank, "--data", str(small_smiles_file)], tmp_path / "rank", capsys, monkeypatch)
 
 
 def test_tokenizer_train_faults_end_in_one_line(tmp_path, small_smiles_file, capsys, monkeypatch):
@@ -118,10 +118,7 @@ def test_tokenizer_train_faults_end_in_one_line(tmp_path, small_smiles_file, cap
                    "none.smi", "not found")
     one_line_error(capsys, main([*build, "--input", str(small_smiles_file), "--out", str(blocked(tmp_path))]),
                    "cannot write")
-    out = tmp_path / "tokenizer"
-    full_disk(monkeypatch, out)
-    one_line_error(capsys, main([*build, "--input", str(small_smiles_file), "--out", str(out)]), "No space left")
-    assert files_under(out) == []
+    ends_cleanly_on_a_full_disk([*build, "--input", str(small_smiles_file)], tmp_path / "tokenizer", capsys, monkeypatch)
 
 
 def test_compare_faults_end_in_one_line(tmp_path, capsys):

@@ -107,7 +107,7 @@ class Trainer:
         self.last_checkpoint: Path | None = None
         self.last_saved_step = -1
         self.metrics = MetricsLog(self.run_dir / "metrics.jsonl")
-        self._updating = False
+        self._in_step = False  # True from a step's first batch to its update: an interrupt there saves nothing
 
     def close(self) -> None:
         """Release the run folder (done by ``fit``; for a trainer that is never fitted)."""
@@ -163,8 +163,10 @@ class Trainer:
 
     # -- steps ------------------------------------------------------------------------------------
     def _train_step(self) -> tuple[float, int, int]:
-        """One optimiser step: (mean loss over all ranks and micro-batches, real tokens, padded tokens)."""
+        """One optimiser step: (mean loss over all ranks and micro-batches, real tokens, padded tokens); the
+        loss is NaN when the step was skipped (a non-finite loss or gradient on any rank: no update)."""
         config = self.config.train
+        self._in_step = True
         for group in self.optimizer.param_groups:
             group["lr"] = learning_rate(self.state.step, config)
         step_batches = self.batches.take(config.grad_accum * self.dist.world_size, self.state)
@@ -184,10 +186,9 @@ class Trainer:
         nonfinite = not (math.isfinite(loss_total) and bool(torch.isfinite(norm)))
         loss_sum, real, padded, nonfinite = self.dist.sum([loss_total, real, padded, float(nonfinite)], self.device)
         if not nonfinite:
-            self._updating = True
             self.optimizer.step()
-            self._updating = False
         self.optimizer.zero_grad(set_to_none=True)
+        self._in_step = False
         return (math.nan if nonfinite else loss_sum / self.dist.world_size), int(real), int(padded)
 
     def _gradient_sync(self, last_micro_batch: bool) -> Any:
@@ -304,7 +305,7 @@ class Trainer:
                     self.save()
         except KeyboardInterrupt:  # a second signal, or one outside the step boundary
             bar.close()
-            self._stop(signal.SIGINT, last_eval, started, save=not self._updating)
+            self._stop(signal.SIGINT, last_eval, started, save=not self._in_step)
         except TrainingDiverged:
             bar.close()
             self._write_summary(last_eval, started, "diverged")
