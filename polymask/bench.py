@@ -10,7 +10,6 @@ peak memory; written as Markdown and JSON.
 """
 from __future__ import annotations
 
-import json
 import multiprocessing
 import platform
 import tempfile
@@ -22,6 +21,7 @@ import torch
 
 from polymask.bench_measure import matmul_peak, measure
 from polymask.bench_systems import hf_bert_system, polymask_system
+from polymask.jsonio import make_dir, write_json, write_text
 from polymask.training.runtime import precision_used, resolve_device
 
 
@@ -103,12 +103,12 @@ def machine() -> dict[str, Any]:
 
 def write_bench(rows: list[dict[str, Any]], out: Path, modality: str, preset: str, batch_size: int,
                 max_len: int, steps: int, peaks: dict[str, float]) -> Path:
-    out.mkdir(parents=True, exist_ok=True)
+    make_dir(out)
     stem = out / f"{modality}-{preset}-b{batch_size}-l{max_len}"
     info = {"modality": modality, "preset": preset, "batch_size": batch_size, "max_len": max_len,
             "timed_steps": steps, **machine(),
             "matmul_peak_gflops": {name: round(value / 1e9, 1) for name, value in peaks.items()}}
-    stem.with_suffix(".json").write_text(json.dumps({"setup": info, "rows": rows}, indent=1))
+    write_json(stem.with_suffix(".json"), {"setup": info, "rows": rows})
     lines = [f"# polymask bench: {modality}, preset {preset}, batch {batch_size}, max length {max_len}", "",
              ", ".join(f"{k}: {v}" for k, v in info.items()), "",
              "| system | mask ratio | precision | real tokens/s | step (ms, median) | padding | encoder ms/step "
@@ -125,6 +125,6 @@ def write_bench(rows: list[dict[str, Any]], out: Path, modality: str, preset: st
               "expanded sequence); encoder/input positions compares the encoder's input size with the batch's. "
               f"MFU divides counted FLOPs/s by the matmul peak measured in this run; peak memory is the "
               f"{rows[0]['memory_kind']} of the row's own process during the timed steps."]
-    stem.with_suffix(".md").write_text("\n".join(lines) + "\n")
+    write_text(stem.with_suffix(".md"), "\n".join(lines) + "\n")
     print("\n".join(lines))
     return stem.with_suffix(".md")

@@ -6,7 +6,6 @@ of this process and of the worker processes.
 """
 from __future__ import annotations
 
-import json
 import resource
 import tempfile
 import time
@@ -15,6 +14,7 @@ from typing import Any
 
 from polymask.bench import machine
 from polymask.data.corpus import prepare_corpus
+from polymask.jsonio import dumps, make_dir, write_json, write_text
 from polymask.modalities import MODALITIES
 
 
@@ -42,11 +42,11 @@ def bench_corpus(path: Path, modality_name: str, num_proc: int, max_len: int, ou
               "peak_rss_main_mib": round(_peak_rss_mib(resource.RUSAGE_SELF), 1),
               "peak_rss_worker_mib": round(_peak_rss_mib(resource.RUSAGE_CHILDREN), 1), **machine()}
     if out is not None:
-        out.mkdir(parents=True, exist_ok=True)
+        make_dir(out)
         stem = out / f"corpus-{path.name.split('.')[0]}"
-        stem.with_suffix(".json").write_text(json.dumps(result, indent=1))
+        write_json(stem.with_suffix(".json"), result)
         lines = [f"# Corpus preparation: {path.name}", "", "| measure | value |", "|---|---|"]
         lines += [f"| {key} | {value} |" for key, value in result.items()]
-        stem.with_suffix(".md").write_text("\n".join(lines) + "\n")
-    print(json.dumps(result, indent=1))
+        write_text(stem.with_suffix(".md"), "\n".join(lines) + "\n")
+    print(dumps(result, indent=1))
     return result

@@ -11,7 +11,6 @@ Peak memory, FLOPs and encoder time of each objective are in the main ``polymask
 """
 from __future__ import annotations
 
-import json
 import statistics
 import tempfile
 import time
@@ -20,6 +19,7 @@ from typing import Any
 
 from polymask.bench_systems import polymask_trainer, train_step
 from polymask.data.streams import MicroBatch
+from polymask.jsonio import make_dir, write_json, write_text
 from polymask.training.runtime import step_generator
 
 
@@ -72,8 +72,8 @@ def write_comparison(comparison: dict[str, Any], out: Path, machine: dict[str, A
     setup = comparison["setup"]
     stem = out / (f"{setup['modality']}-{setup['preset']}-b{setup['batch_size']}-l{setup['max_len']}-"
                   + "-".join(row["objective"] for row in comparison["rows"]))
-    out.mkdir(parents=True, exist_ok=True)
-    stem.with_suffix(".json").write_text(json.dumps({**comparison, "machine": machine}, indent=1))
+    make_dir(out)
+    write_json(stem.with_suffix(".json"), {**comparison, "machine": machine})
     first = comparison["rows"][0]["objective"]
     lines = [f"# polymask objectives side by side: {setup['modality']}, preset {setup['preset']}, "
              f"batch {setup['batch_size']}, max length {setup['max_len']}", "",
@@ -85,6 +85,6 @@ def write_comparison(comparison: dict[str, Any], out: Path, machine: dict[str, A
         ratio = row["expansion_ratio"]
         floor = "-" if ratio is None else f"{ratio['real']:.2f} ({ratio['padded']:.2f})"
         lines.append(f"| {row['objective']} | {row['step_ms']:.1f} | {row['relative_step_time']:.2f}x | {floor} |")
-    stem.with_suffix(".md").write_text("\n".join(lines) + "\n")
+    write_text(stem.with_suffix(".md"), "\n".join(lines) + "\n")
     print("\n".join(lines))
     return stem.with_suffix(".md")

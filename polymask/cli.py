@@ -2,12 +2,12 @@
 from __future__ import annotations
 
 import argparse
-import json
 import sys
 from pathlib import Path
 from typing import Any, Callable
 
 from polymask.errors import PolymaskError
+from polymask.jsonio import dumps
 from polymask.registry import UnknownNameError
 
 
@@ -99,6 +99,7 @@ def cmd_train(args: argparse.Namespace) -> int:
 def cmd_tokenizer_train(args: argparse.Namespace) -> int:
     from polymask.config import apply_override
     from polymask.data.readers import read_records
+    from polymask.data.records import normalize_record
     from polymask.errors import InvalidRecord
     from polymask.modalities import MODALITIES
     from polymask.tokenization import save_tokenizer
@@ -113,13 +114,13 @@ def cmd_tokenizer_train(args: argparse.Namespace) -> int:
     records = (record for path in paths for record in read_records(path, args.column, modality.default_columns))
     for record in records:
         try:
-            texts.append(modality.tokenizer_input(modality.normalize(record.text)))
+            texts.append(modality.tokenizer_input(normalize_record(modality, record.text)))
         except InvalidRecord:
             skipped += 1
     tokenizer = modality.build_tokenizer(texts, args.vocab_size)
     save_tokenizer(tokenizer, args.out)
-    print(json.dumps({"out": str(args.out), "records": len(texts), "skipped": skipped,
-                      "vocab_size": tokenizer.get_vocab_size()}))
+    print(dumps({"out": str(args.out), "records": len(texts), "skipped": skipped,
+                 "vocab_size": tokenizer.get_vocab_size()}))
     return 0
 
 
@@ -251,6 +252,7 @@ def build_parser() -> argparse.ArgumentParser:
 
 
 def main(argv: list[str] | None = None) -> int:
+    """Run one verb; a fault a user can cause ends in one line on stderr and a non-zero exit status."""
     args = build_parser().parse_args(argv)
     try:
         load_plugins(getattr(args, "plugin", None))
@@ -258,8 +260,13 @@ def main(argv: list[str] | None = None) -> int:
     except (PolymaskError, UnknownNameError) as exc:
         print(f"polymask: error: {exc}", file=sys.stderr)
         return 2
-    except KeyboardInterrupt:
-        return 130
+    except OSError as exc:  # a file or folder the verb could not use, when nothing more specific caught it
+        where = f"{exc.filename}: " if exc.filename else ""
+        print(f"polymask: error: {where}{exc.strerror or exc}", file=sys.stderr)
+        return 2
+    except KeyboardInterrupt as exc:
+        print(f"polymask: {getattr(exc, 'message', 'interrupted')}", file=sys.stderr)
+        return getattr(exc, "exit_code", 130)
 
 
 if __name__ == "__main__":

@@ -71,6 +71,9 @@ class TrainConfig(StrictModel):
     betas: tuple[float, float] = Field((0.9, 0.98), description="AdamW betas")
     eps: float = Field(1e-6, gt=0, description="AdamW epsilon")
     grad_clip: float | None = Field(1.0, gt=0, description="gradient-norm clipping; null disables")
+    max_nonfinite_steps: int = Field(
+        5, ge=1, description="a step with a non-finite loss or gradient is skipped and counted; this many in a row "
+                             "stop the run")
     eval_every: int = Field(250, ge=1, description="steps between validation passes")
     eval_batches: int | None = Field(None, ge=1, description="cap on validation batches; null: the whole split")
     save_every: int = Field(500, ge=1, description="steps between checkpoints (one is always written at the end)")

@@ -22,5 +22,32 @@ class DataError(PolymaskError):
     """A corpus or task file that cannot be read (names the file, and the line when known)."""
 
 
+class TaskFileMissing(DataError):
+    """A task's data file found nowhere (a benchmark lists such tasks as not run)."""
+
+
 class CheckpointError(PolymaskError):
     """A checkpoint that is missing, incomplete or corrupt."""
+
+
+class OutputError(PolymaskError):
+    """An output that cannot be written (read-only folder, full disk); names the file."""
+
+
+class RunBusy(PolymaskError):
+    """A run folder another process is writing to."""
+
+
+class TrainingDiverged(PolymaskError):
+    """Training produced non-finite losses or gradients for several steps in a row."""
+
+
+class RunInterrupted(KeyboardInterrupt):
+    """Training stopped by SIGINT or SIGTERM after saving its state; ``exit_code`` is 130 or 143.
+
+    A ``KeyboardInterrupt``, so Python callers of ``polymask.train`` see Ctrl-C as they expect."""
+
+    def __init__(self, message: str, exit_code: int) -> None:
+        super().__init__(message)
+        self.message = message
+        self.exit_code = exit_code

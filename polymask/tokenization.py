@@ -16,6 +16,7 @@ from typing import TYPE_CHECKING
 from tokenizers import AddedToken, Tokenizer, processors
 
 from polymask.errors import DataError
+from polymask.jsonio import atomic_path, make_dir, write_text
 
 if TYPE_CHECKING:
     from transformers import PreTrainedTokenizerFast
@@ -70,17 +71,19 @@ def to_hf(tokenizer: Tokenizer) -> "PreTrainedTokenizerFast":
 
 def save_tokenizer(tokenizer: Tokenizer, directory: Path, model_max_length: int | None = None) -> Path:
     """Write ``tokenizer.json`` and the ``tokenizer_config.json`` that ``transformers.AutoTokenizer`` reads
-    as a ``PreTrainedTokenizerFast`` with the special tokens (and ``model_max_length`` when given).
+    as a ``PreTrainedTokenizerFast`` with the special tokens (and ``model_max_length`` when given), each
+    written whole under a temporary name and renamed into place.
 
     The config is written by hand, not by ``save_pretrained``: transformers 5 would name its own backend
     class there, which transformers 4 cannot load."""
-    directory.mkdir(parents=True, exist_ok=True)
-    tokenizer.save(str(directory / "tokenizer.json"))
+    make_dir(directory)
     config = {"tokenizer_class": "PreTrainedTokenizerFast", "model_input_names": ["input_ids", "attention_mask"],
               "clean_up_tokenization_spaces": False, **HF_SPECIALS}
     if model_max_length is not None:
         config["model_max_length"] = model_max_length
-    (directory / "tokenizer_config.json").write_text(json.dumps(config, indent=1) + "\n")
+    with atomic_path(directory / "tokenizer.json") as tmp:
+        tokenizer.save(str(tmp))
+    write_text(directory / "tokenizer_config.json", json.dumps(config, indent=1) + "\n")
     return directory / "tokenizer.json"
 
 

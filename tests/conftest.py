@@ -82,3 +82,42 @@ def one_torch_thread():
     torch.set_num_threads(1)
     yield
     torch.set_num_threads(threads)
+
+
+@pytest.fixture(scope="session")
+def small_smiles_file(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    """The first 300 molecules of the built-in SMILES corpus (quick to prepare)."""
+    import gzip
+
+    from polymask.resources import builtin_dir
+
+    source = builtin_dir("corpora") / "smiles" / "wehi_mols.smi.gz"
+    lines = [line for line in gzip.open(source, "rt") if line.strip()][:300]
+    path = tmp_path_factory.mktemp("small-smiles") / "molecules.smi"
+    path.write_text("".join(lines))
+    return path
+
+
+@pytest.fixture(scope="session")
+def tiny_smiles_run(tmp_path_factory: pytest.TempPathFactory, small_smiles_file: Path) -> Path:
+    """A 2x64 SMILES MLM run of 3 steps on ``small_smiles_file`` (copy it before damaging it)."""
+    from polymask.training.trainer import train
+
+    run = tmp_path_factory.mktemp("tiny-smiles") / "run"
+    config = tiny_config("smiles", run, max_steps=3)
+    config["data"]["paths"] = [str(small_smiles_file)]
+    train(config)
+    return run
+
+
+def one_line_error(capsys: pytest.CaptureFixture, code: int, *names: str) -> str:
+    """Assert a CLI call ended as a user fault must: non-zero ``code``, exactly one line on stderr
+    naming each of ``names``, no traceback; returns the line."""
+    err = capsys.readouterr().err
+    lines = [line for line in err.splitlines() if line.strip()]
+    assert code != 0, err
+    assert "Traceback" not in err, err
+    assert len(lines) == 1, err
+    for name in names:
+        assert name in lines[0], (name, lines[0])
+    return lines[0]

@@ -79,6 +79,9 @@ def test_keyboard_interrupt_saves_the_last_finished_step(tmp_path, make_config, 
         return original(self)
 
     monkeypatch.setattr(Trainer, "_train_step", interrupt_on_fourth)
-    with pytest.raises(KeyboardInterrupt):
+    with pytest.raises(KeyboardInterrupt, match="SIGINT: stopped at step 3") as stopped:
         train(make_config("smiles", tmp_path / "run", max_steps=10))
+    assert stopped.value.exit_code == 130
     assert load_checkpoint(tmp_path / "run").folder.name == "step-000003"
+    summary = json.loads((tmp_path / "run" / "summary.json").read_text())
+    assert summary["status"] == "interrupted" and summary["checkpoint_step"] == 3

@@ -13,12 +13,12 @@ from __future__ import annotations
 
 import argparse
 import csv
-import json
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from polymask.analysis import ANALYSES
 from polymask.analysis.masked_inputs import add_masked_input_arguments, masked_batches
+from polymask.jsonio import atomic_path, make_dir, write_json, write_text
 
 if TYPE_CHECKING:
     from torch import Tensor
@@ -84,7 +84,7 @@ def write_tables(report: dict[str, Any], out: Path) -> None:
     """``rank.csv`` (one row per checkpoint, kind and layer) and ``rank.md``."""
     fields = ["label", "objective", "kind", "layer", "tokens", "variance_rank", "entropy_rank"]
     flat = [{"label": r["label"], "objective": r["objective"], **row} for r in report["results"] for row in r["layers"]]
-    with (out / "rank.csv").open("w", newline="") as handle:
+    with atomic_path(out / "rank.csv") as tmp, open(tmp, "w", newline="") as handle:
         writer = csv.DictWriter(handle, fieldnames=fields)
         writer.writeheader()
         writer.writerows(flat)
@@ -98,7 +98,7 @@ def write_tables(report: dict[str, Any], out: Path) -> None:
         for kind in kinds:
             cells = [f"{row['variance_rank']} ({row['entropy_rank']:.0f})" for row in result["layers"] if row["kind"] == kind]
             lines.append(f"| {result['label']} | {kind} | " + " | ".join(cells) + " |")
-    (out / "rank.md").write_text("\n".join(lines) + "\n")
+    write_text(out / "rank.md", "\n".join(lines) + "\n")
 
 
 def plot(report: dict[str, Any], out: Path) -> Path:
@@ -125,7 +125,8 @@ def plot(report: dict[str, Any], out: Path) -> Path:
     figure.suptitle("Effective rank of token representations")
     figure.tight_layout()
     path = out / "rank.png"
-    figure.savefig(path, dpi=120)
+    with atomic_path(path) as tmp:
+        figure.savefig(tmp, dpi=120)
     plt.close(figure)
     return path
 
@@ -141,8 +142,8 @@ def run_rank_analysis(checkpoints: list[Path], data: list[Path], out: Path, tau:
     report = {"data": [str(p) for p in data], "tau": tau, "mask_ratio": mask_ratio, "seed": seed,
               "max_tokens": max_tokens, "n_layers": max(row["layer"] for r in results for row in r["layers"]) + 1,
               "results": results}
-    out.mkdir(parents=True, exist_ok=True)
-    (out / "rank.json").write_text(json.dumps(report, indent=1))
+    make_dir(out)
+    write_json(out / "rank.json", report)
     write_tables(report, out)
     plot(report, out)
     return report

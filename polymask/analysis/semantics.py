@@ -14,12 +14,12 @@ from __future__ import annotations
 
 import argparse
 import hashlib
-import json
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Callable
 
 from polymask.analysis import ANALYSES
 from polymask.analysis.masked_inputs import add_masked_input_arguments, masked_batches
+from polymask.jsonio import atomic_path, make_dir, write_json
 from polymask.registry import Registry
 
 if TYPE_CHECKING:  # kept out of the import so that building the CLI parser stays light
@@ -107,7 +107,8 @@ def plot(results: list[dict[str, Any]], out: Path) -> Path:
     figure.suptitle("Semantic multimodality at masked positions")
     figure.tight_layout()
     path = out / "semantics.png"
-    figure.savefig(path, dpi=120)
+    with atomic_path(path) as tmp:
+        figure.savefig(tmp, dpi=120)
     plt.close(figure)
     return path
 
@@ -121,8 +122,8 @@ def run_semantics(checkpoints: list[Path], data: list[Path], out: Path, mask_rat
     report = {"data": [str(p) for p in data], "mask_ratio": mask_ratio, "seed": seed,
               "same_masked_positions": len({r["masked_positions_sha256"] for r in results}) == 1,
               "results": results}
-    out.mkdir(parents=True, exist_ok=True)
-    (out / "semantics.json").write_text(json.dumps(report, indent=1))
+    make_dir(out)
+    write_json(out / "semantics.json", report)
     plot(results, out)
     return report
 

@@ -7,6 +7,7 @@ from typing import Any
 
 from polymask.compare.budget import Budget, measure_step_seconds, steps_for
 from polymask.config import build_run_config, merge
+from polymask.jsonio import make_dir, write_json
 from polymask.training.trainer import Trainer, train
 
 
@@ -46,8 +47,9 @@ def pretrain(base: dict[str, Any], objective: str, seed: int, budget: Budget, ou
     if plan_file.is_file():
         plan = json.loads(plan_file.read_text())
         if (plan["budget"], plan["amount"]) == (budget.kind, budget.amount):
-            if (run_dir / "summary.json").is_file():
-                return {**json.loads((run_dir / "summary.json").read_text()), "plan": plan, "reused": True}
+            summary = json.loads((run_dir / "summary.json").read_text()) if (run_dir / "summary.json").is_file() else {}
+            if summary.get("status", "completed") == "completed" and summary:
+                return {**summary, "plan": plan, "reused": True}
             if (run_dir / "checkpoints" / "latest.json").is_file():
                 return {**train(resume=run_dir), "plan": plan, "reused": False}
     raw = run_config(base, objective, seed, run_dir)
@@ -57,7 +59,7 @@ def pretrain(base: dict[str, Any], objective: str, seed: int, budget: Budget, ou
     train_section.update(max_steps=plan["steps"], warmup_steps=min(warmup, max(1, plan["steps"] // 10)))
     if budget.kind == "time":
         train_section["max_time"] = budget.amount
-    run_dir.mkdir(parents=True, exist_ok=True)
-    plan_file.write_text(json.dumps(plan, indent=1))
+    make_dir(run_dir)
+    write_json(plan_file, plan)
     summary = Trainer(build_run_config(raw)).fit()
     return {**summary, "plan": plan, "reused": False}

@@ -14,6 +14,7 @@ from scipy import stats
 
 from polymask.bench import machine
 from polymask.compare.budget import Budget
+from polymask.jsonio import atomic_path, number, read_jsonl, write_json, write_text
 from polymask.tasks.metrics import METRICS
 from polymask.tasks.report import average_groups, cell_minutes, saved_models, seed_averages
 
@@ -27,7 +28,7 @@ def _objective_scores(results: dict[str, Any], runs: list[dict[str, Any]]) -> di
     per_run: dict[tuple[str, str, str], list[float]] = {}
     for cell in results["cells"]:
         objective = objective_of.get(cell["system"], cell["system"])
-        per_run.setdefault((objective, cell["task"], cell["system"]), []).append(cell["test"][cell["metric"]])
+        per_run.setdefault((objective, cell["task"], cell["system"]), []).append(number(cell["test"][cell["metric"]]))
     grouped: dict[tuple[str, str], list[list[float]]] = {}
     for (objective, task, _), values in per_run.items():
         grouped.setdefault((objective, task), []).append(values)
@@ -108,7 +109,7 @@ def _plot_curves(runs: list[dict[str, Any]], path: Path) -> None:
 
     figure, axis = plt.subplots(figsize=(6.5, 4))
     for run in runs:
-        lines = [json.loads(line) for line in (Path(run["run_dir"]) / "metrics.jsonl").read_text().splitlines()]
+        lines = read_jsonl(Path(run["run_dir"]) / "metrics.jsonl")
         points = [(line["step"], line["val_loss"]) for line in lines if "val_loss" in line]
         if points:
             axis.plot(*zip(*points), marker="o", markersize=3, label=Path(run["run_dir"]).name)
@@ -116,7 +117,8 @@ def _plot_curves(runs: list[dict[str, Any]], path: Path) -> None:
     axis.set_ylabel("validation loss (objective's own)")
     axis.legend(fontsize=8)
     figure.tight_layout()
-    figure.savefig(path, dpi=120)
+    with atomic_path(path) as tmp:
+        figure.savefig(tmp, dpi=120)
     plt.close(figure)
 
 
@@ -208,12 +210,11 @@ def write_compare_report(out: Path, modality: str, budget: Budget, runs: list[di
             accuracy = result["top_k_accuracy"]
             lines.append(f"| {result['label']} | {result['mean_entropy_nats']:.3f} | {accuracy['1']:.3f} | {accuracy['5']:.3f} |")
         lines += ["", "![semantics](semantics/semantics.png)", ""]
-    (out / "report.md").write_text("\n".join(lines) + "\n")
-    (out / "compare.json").write_text(json.dumps({"modality": modality, "budget": vars(budget), "runs": runs,
-                                                  "benchmark_rows": rows, "wall_time_s": wall_time}, indent=1,
-                                                 default=str))
+    write_text(out / "report.md", "\n".join(lines) + "\n")
+    write_json(out / "compare.json", {"modality": modality, "budget": vars(budget), "runs": runs,
+                                      "benchmark_rows": rows, "wall_time_s": wall_time}, default=str)
     if rows:
-        with open(out / "summary.csv", "w", newline="") as handle:
+        with atomic_path(out / "summary.csv") as tmp, open(tmp, "w", newline="") as handle:
             writer = csv.DictWriter(handle, fieldnames=list(rows[0]))
             writer.writeheader()
             writer.writerows(rows)

@@ -13,6 +13,7 @@ from polymask.compare.pretrain import pretrain
 from polymask.compare.report import write_compare_report
 from polymask.config import build_run_config
 from polymask.data.corpus import prepare_corpus
+from polymask.jsonio import make_dir, write_text
 from polymask.modalities import build_modality
 from polymask.tasks.benchmark import run_benchmark
 from polymask.tasks.finetune import FinetuneConfig
@@ -45,7 +46,7 @@ def export_heldout(run_dir: Path, out: Path) -> Path:
                             seed=config.train.seed, cache_dir=data.resolved_cache_dir(), strict=False)
     lines = [modality.decode(checkpoint.tokenizer, corpus.valid[i].tolist()).replace("\n", " ")
              for i in range(len(corpus.valid))]
-    path.write_text("".join(line + "\n" for line in lines if line.strip()))
+    write_text(path, "".join(line + "\n" for line in lines if line.strip()))
     return path
 
 
@@ -70,7 +71,7 @@ def run_compare(modality: str, objectives: list[str], budget: Budget, out: Path,
                 data_dir: Path | None = None) -> Path:
     """Run everything; returns the path of ``report.md``."""
     started = time.perf_counter()
-    out.mkdir(parents=True, exist_ok=True)
+    make_dir(out)
     base = {**base, "modality": base.get("modality") or {"name": modality}}
     runs = [pretrain(base, objective, seed, budget, out) for objective in objectives for seed in seeds]
     run_dirs = [Path(run["run_dir"]) for run in runs]

@@ -12,7 +12,9 @@ from __future__ import annotations
 
 import hashlib
 import json
+import os
 import shutil
+import sys
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Sequence
@@ -24,8 +26,11 @@ from datasets import Dataset, Features, Sequence as ListFeature, Value, load_fro
 from tokenizers import Tokenizer
 
 from polymask.data import pipeline
+from polymask.data.readers import check_corpus_file, read_records
 from polymask.data.tokens import TokenStore
 from polymask.errors import DataError
+from polymask.jsonio import dumps, make_dir
+from polymask.locks import FolderLock, acquire
 from polymask.modalities.base import Modality
 from polymask.tokenization import fingerprint
 
@@ -86,17 +91,33 @@ def prepare_corpus(modality: Modality, tokenizer: Tokenizer, sources: Sequence[P
         key.update(sources._fingerprint.encode())
     else:
         for path in sources:
-            if not Path(path).is_file():
-                raise DataError(f"corpus file not found: {path}")
+            check_corpus_file(Path(path))
             key.update(file_digest(Path(path)).encode())
     folder = cache_dir / f"{modality.name}-{key.hexdigest()[:20]}"
     if not (folder / "report.json").is_file():
-        _build(folder, modality, tokenizer, sources, column=column, max_len=max_len, val_fraction=val_fraction,
-               max_val_records=max_val_records, seed=seed, strict=strict, num_proc=num_proc)
+        with _build_lock(folder):
+            if not (folder / "report.json").is_file():  # another process may have built it meanwhile
+                _build(folder, modality, tokenizer, sources, column=column, max_len=max_len, val_fraction=val_fraction,
+                       max_val_records=max_val_records, seed=seed, strict=strict, num_proc=num_proc)
     report = CorpusReport(**json.loads((folder / "report.json").read_text()))
     report.cache = str(folder)
+    if strict and report.skipped:
+        raise strict_error(report.skipped_examples[0])
     return Corpus(_load_split(folder / "train", report.train_sequences),
                   _load_split(folder / "valid", report.valid_sequences), report, folder / "skipped.jsonl")
+
+
+def strict_error(first: dict) -> DataError:
+    """The error ``--strict`` raises for the first invalid record of a corpus."""
+    return DataError(f"{first['source']}:{first['line']}: {first['reason']} "
+                     f"(strict mode; drop --strict / data.strict to skip and count such records)")
+
+
+def _build_lock(folder: Path) -> FolderLock:
+    """One builder per cache entry: a second process preparing the same corpus waits, then reuses it."""
+    make_dir(folder.parent)
+    return acquire(folder.with_name(folder.name + ".lock"), str, wait=True, on_wait=lambda owner: print(
+        f"waiting for {owner}, which is preparing the same corpus in {folder}", file=sys.stderr))
 
 
 def _load_split(path: Path, size: int) -> TokenStore:
@@ -110,15 +131,33 @@ def _load_split(path: Path, size: int) -> TokenStore:
 def _build(folder: Path, modality: Modality, tokenizer: Tokenizer, sources: Sequence[Path] | Dataset, *,
            column: str | None, max_len: int, val_fraction: float, max_val_records: int, seed: int,
            strict: bool, num_proc: int) -> None:
-    """Read, normalise, split and tokenise through ``datasets.map`` into ``folder`` (atomically)."""
+    """Build the cache entry in a temporary folder of this process, then rename it into place; the
+    temporary folder goes whatever happens."""
     datasets.disable_progress_bars()
-    tmp = folder.with_name(folder.name + ".tmp")
+    tmp = folder.with_name(f"{folder.name}.tmp-{os.getpid()}")
     shutil.rmtree(tmp, ignore_errors=True)
     tmp.mkdir(parents=True)
+    try:
+        with pipeline.unwrapped_errors():
+            _build_into(tmp, folder.name, modality, tokenizer, sources, column=column, max_len=max_len,
+                        val_fraction=val_fraction, max_val_records=max_val_records, seed=seed, strict=strict,
+                        num_proc=num_proc)
+        shutil.rmtree(folder, ignore_errors=True)
+        tmp.rename(folder)
+    finally:
+        shutil.rmtree(tmp, ignore_errors=True)
+
+
+def _build_into(tmp: Path, name: str, modality: Modality, tokenizer: Tokenizer, sources: Sequence[Path] | Dataset, *,
+                column: str | None, max_len: int, val_fraction: float, max_val_records: int, seed: int,
+                strict: bool, num_proc: int) -> None:
+    """Read, normalise, split and tokenise through ``datasets.map`` into ``tmp`` (its report last)."""
     workers = num_proc if num_proc > 1 else None
     if isinstance(sources, Dataset):
         rows = pipeline.dataset_rows(sources, column, modality.default_columns)
     else:
+        if not any(next(read_records(Path(p), column, modality.default_columns), None) for p in sources):
+            raise DataError(f"no records in {', '.join(map(str, sources))} (only blank or comment lines)")
         rows = Dataset.from_generator(
             pipeline.record_rows, cache_dir=str(tmp / "hf"), features=RAW_FEATURES,
             num_proc=workers if workers and len(sources) > 1 else None,
@@ -126,51 +165,49 @@ def _build(folder: Path, modality: Modality, tokenizer: Tokenizer, sources: Sequ
                         "default_columns": tuple(modality.default_columns)})
     report = CorpusReport(records=len(rows))
     normalized = rows.map(pipeline.normalize_batch, batched=True, num_proc=workers, fn_kwargs={"modality": modality},
-                          new_fingerprint=f"{folder.name}-normalized", load_from_cache_file=False)
+                          new_fingerprint=f"{name}-normalized", load_from_cache_file=False)
     invalid = normalized.filter(lambda batch: [r is not None for r in batch["reason"]], batched=True,
-                                num_proc=workers, new_fingerprint=f"{folder.name}-invalid")
+                                num_proc=workers, new_fingerprint=f"{name}-invalid")
     skipped = [{"source": r["source"], "line": r["line"], "reason": r["reason"]} for r in invalid]
     if strict and skipped:
-        raise DataError(f"{skipped[0]['source']}:{skipped[0]['line']}: {skipped[0]['reason']} "
-                        f"(strict mode; drop data.strict to skip and count such records)")
+        raise strict_error(skipped[0])
     valid_rows = normalized.filter(lambda batch: [r is None for r in batch["reason"]], batched=True,
-                                   num_proc=workers, new_fingerprint=f"{folder.name}-kept")
+                                   num_proc=workers, new_fingerprint=f"{name}-kept")
     if len(valid_rows) == 0:
-        shutil.rmtree(tmp, ignore_errors=True)
-        raise DataError(f"no usable records in the corpus ({report.records} read, {len(skipped)} invalid)")
+        first = skipped[0]
+        raise DataError(f"{first['source']}:{first['line']}: {first['reason']}; no usable record in the corpus "
+                        f"({report.records} read, all invalid)")
     order = np.random.default_rng(seed).permutation(len(valid_rows))
     n_valid = min(max_val_records, int(round(val_fraction * len(valid_rows))))
     parts = {"valid": np.sort(order[:n_valid]), "train": np.sort(order[n_valid:])}
     keep_text = modality.config.augment and not modality.packed
-    for name, indices in parts.items():
+    for part, indices in parts.items():
         if not len(indices):
             continue
         tokenized = valid_rows.select(indices).map(
             pipeline.tokenize_batch, batched=True, num_proc=workers, remove_columns=valid_rows.column_names,
             fn_kwargs={"modality": modality, "tokenizer": tokenizer, "max_len": max_len, "keep_text": keep_text},
-            features=TOKEN_FEATURES, new_fingerprint=f"{folder.name}-{name}-tokens", load_from_cache_file=False)
+            features=TOKEN_FEATURES, new_fingerprint=f"{name}-{part}-tokens", load_from_cache_file=False)
         report.unknown_tokens += int(pc.sum(tokenized.data.column("unknown")).as_py() or 0)
         too_long = tokenized.filter(lambda batch: [r is not None for r in batch["reason"]], batched=True,
-                                    new_fingerprint=f"{folder.name}-{name}-skipped")
+                                    new_fingerprint=f"{name}-{part}-skipped")
         skipped += [{"source": r["source"], "line": r["line"], "reason": r["reason"]} for r in too_long]
         sequences = tokenized.filter(lambda batch: [n > 0 for n in batch["length"]], batched=True, num_proc=workers,
-                                     new_fingerprint=f"{folder.name}-{name}-kept")
+                                     new_fingerprint=f"{name}-{part}-kept")
         sequences = sequences.select_columns(["input_ids", "length", *(["text"] if keep_text else [])])
-        setattr(report, f"{name}_sequences", len(sequences))
+        setattr(report, f"{part}_sequences", len(sequences))
         report.tokens += int(pc.sum(sequences.data.column("length")).as_py() or 0)
         if len(sequences):
-            sequences.save_to_disk(str(tmp / name))
+            sequences.save_to_disk(str(tmp / part))
     if strict and skipped:
-        raise DataError(f"{skipped[0]['source']}:{skipped[0]['line']}: {skipped[0]['reason']} (strict mode)")
+        raise strict_error(skipped[0])
     if report.train_sequences == 0:
-        shutil.rmtree(tmp, ignore_errors=True)
-        raise DataError("the corpus yields no training sequences")
+        raise DataError(f"the corpus yields no training sequences ({report.records} records read, {len(skipped)} "
+                        f"skipped, {report.valid_sequences} held out for validation)")
     report.skipped = len(skipped)
     report.skipped_examples = skipped[:SKIPPED_EXAMPLES]
     with open(tmp / "skipped.jsonl", "w") as handle:
         for item in skipped:
-            handle.write(json.dumps(item) + "\n")
-    (tmp / "report.json").write_text(json.dumps(asdict(report), indent=1))
+            handle.write(dumps(item) + "\n")
     shutil.rmtree(tmp / "hf", ignore_errors=True)
-    shutil.rmtree(folder, ignore_errors=True)
-    tmp.rename(folder)
+    (tmp / "report.json").write_text(dumps(asdict(report), indent=1))

@@ -5,15 +5,34 @@ files with bounded memory.
 """
 from __future__ import annotations
 
+import contextlib
 from typing import Any, Iterator, Sequence
 
 from datasets import Dataset
 from tokenizers import Tokenizer
 
-from polymask.data.readers import pick_column, read_records
-from polymask.errors import InvalidRecord
+from polymask.data.readers import pick_column, read_records, value_problem
+from polymask.data.records import normalize_record
+from polymask.errors import InvalidRecord, PolymaskError
 from polymask.modalities.base import Modality
 from polymask.tokenization import SpecialIds
+
+
+@contextlib.contextmanager
+def unwrapped_errors() -> Iterator[None]:
+    """Re-raise a polymask error that ``datasets`` wrapped (``DatasetGenerationError``, worker errors) as
+    itself, so that a bad file ends in its own one-line message."""
+    try:
+        yield
+    except PolymaskError:
+        raise
+    except Exception as exc:
+        cause: BaseException | None = exc
+        while cause is not None and not isinstance(cause, PolymaskError):
+            cause = cause.__cause__ or cause.__context__
+        if cause is None:
+            raise
+        raise cause from None
 
 
 def record_rows(paths: Sequence[str], column: str | None, default_columns: Sequence[str]) -> Iterator[dict[str, Any]]:
@@ -31,9 +50,9 @@ def dataset_rows(dataset: Dataset, column: str | None, default_columns: Sequence
 
     def convert(batch: dict[str, list], indices: list[int]) -> dict[str, list]:
         values = batch[name]
+        reasons = [value_problem(v, name) for v in values]
         return {"source": ["<dataset>"] * len(values), "line": [i + 1 for i in indices],
-                "text": ["" if v is None else str(v) for v in values],
-                "reason": ["null value" if v is None else None for v in values]}
+                "text": [v if reason is None else "" for v, reason in zip(values, reasons)], "reason": reasons}
 
     return dataset.map(convert, batched=True, with_indices=True, remove_columns=dataset.column_names,
                        new_fingerprint=f"{dataset._fingerprint}-rows-{name}")
@@ -46,7 +65,7 @@ def normalize_batch(batch: dict[str, list], modality: Modality) -> dict[str, lis
         try:
             if reason:
                 raise InvalidRecord(reason)
-            texts.append(modality.normalize(text))
+            texts.append(normalize_record(modality, text))
             reasons.append(None)
         except InvalidRecord as exc:
             texts.append("")
@@ -76,11 +95,14 @@ def tokenize_batch(batch: dict[str, list], modality: Modality, tokenizer: Tokeni
         out["reason"].append(reason)
 
     encodings = tokenizer.encode_batch([modality.tokenizer_input(t) for t in batch["text"]], add_special_tokens=False)
+    reasons = batch.get("reason") or [None] * len(encodings)
     stream: list[int] = []
-    for text, encoding, source, line in zip(batch["text"], encodings, batch["source"], batch["line"]):
+    for text, encoding, source, line, reason in zip(batch["text"], encodings, batch["source"], batch["line"], reasons):
         ids = encoding.ids
         unknown = ids.count(specials.unk)
-        if not ids:
+        if reason is not None:  # invalid before tokenisation (streaming keeps such rows to report them)
+            emit([], "", 0, source, line, reason)
+        elif not ids:
             emit([], "", 0, source, line, "no tokens after tokenisation")
         elif modality.packed:
             stream += [*ids, specials.sep]

@@ -1,20 +1,29 @@
 """Read records from corpus files: .txt, .smi, .csv/.tsv, FASTA, .jsonl, .parquet (gzip allowed).
 
 Each record carries its file and line so that a bad one can be reported precisely. A record that
-cannot even be read (a malformed JSON line, a missing column value) is yielded with ``error`` set,
-so the pipeline reports it like any other invalid record.
+cannot be used as read (a malformed JSON line, a value that is not a string, a row with more or
+fewer fields than the header) is yielded with ``error`` set, so the pipeline reports it like any
+other invalid record. A file that cannot be read at all (missing, a folder, empty, binary, not
+UTF-8, a broken gzip stream, an unknown type) raises ``DataError`` naming the file and, where it
+applies, the line.
 """
 from __future__ import annotations
 
+import contextlib
 import csv
 import gzip
 import io
 import json
+import zlib
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Callable, Iterator, Sequence
+from typing import Any, Callable, Iterator, Sequence
 
 from polymask.errors import DataError
+
+GZIP_MAGIC = b"\x1f\x8b"
+SNIFF_BYTES = 8192
+BINARY_KINDS = (".parquet",)
 
 
 @dataclass(frozen=True)
@@ -27,11 +36,78 @@ class Record:
     error: str | None = None
 
 
-def open_text(path: Path) -> io.TextIOBase:
-    """Open a text file, transparently gunzipping ``*.gz``."""
-    if path.suffix == ".gz":
-        return io.TextIOWrapper(gzip.open(path, "rb"), encoding="utf-8", newline="")
-    return open(path, encoding="utf-8", newline="")
+def _decode(raw: bytes, path: Path, number: int) -> str:
+    try:
+        return raw.decode("utf-8-sig" if number == 1 else "utf-8")
+    except UnicodeDecodeError as exc:
+        raise DataError(f"{path}:{number}: not UTF-8 text (byte {raw[exc.start]:#04x} at column {exc.start + 1}); "
+                        f"convert the file to UTF-8") from None
+
+
+def _lines(handle: io.BufferedIOBase, path: Path) -> Iterator[str]:
+    """Decoded lines (line endings kept), with a broken gzip stream or a bad byte reported by line."""
+    number = 0
+    try:
+        for number, raw in enumerate(handle, start=1):
+            yield _decode(raw, path, number)
+    except EOFError:
+        raise DataError(f"{path}: the gzip stream ends early (truncated after line {number}); "
+                        f"re-create or re-download the file") from None
+    except (zlib.error, gzip.BadGzipFile) as exc:
+        raise DataError(f"{path}: corrupt gzip data after line {number} ({exc}); re-create the file") from None
+    except OSError as exc:
+        raise DataError(f"{path}: read error after line {number} ({exc.strerror or exc})") from None
+
+
+@contextlib.contextmanager
+def open_text(path: Path) -> Iterator[Iterator[str]]:
+    """The lines of a UTF-8 text file (gunzipping ``*.gz``); decoding and gzip faults name file and line."""
+    path = Path(path)
+    try:
+        handle = gzip.open(path, "rb") if path.suffix.lower() == ".gz" else open(path, "rb")
+    except OSError as exc:
+        raise DataError(f"{path}: cannot be read ({exc.strerror or exc})") from None
+    with handle:
+        yield _lines(handle, path)
+
+
+def check_readable(path: Path) -> None:
+    """Fail with one line for a file that cannot hold records: missing, a folder, unreadable, empty,
+    named ``.gz`` but not gzip, or binary (NUL bytes in a text format)."""
+    path = Path(path)
+    if not path.exists():
+        raise DataError(f"{path}: file not found")
+    if path.is_dir():
+        raise DataError(f"{path}: is a folder, not a file; pass the files inside it")
+    if not path.is_file():
+        raise DataError(f"{path}: not a regular file")
+    try:
+        with open(path, "rb") as handle:
+            head = handle.read(SNIFF_BYTES)
+        if head and path.suffix.lower() == ".gz":
+            if head[:2] != GZIP_MAGIC:
+                raise DataError(f"{path}: named .gz but not gzip-compressed; compress it or drop the .gz suffix")
+            with gzip.open(path, "rb") as handle:
+                head = handle.read(SNIFF_BYTES)
+    except EOFError:
+        raise DataError(f"{path}: the gzip stream ends early (truncated); re-create or re-download the file") from None
+    except (zlib.error, gzip.BadGzipFile) as exc:
+        raise DataError(f"{path}: corrupt gzip data ({exc}); re-create the file") from None
+    except OSError as exc:
+        raise DataError(f"{path}: cannot be read ({exc.strerror or exc})") from None
+    if not head:
+        raise DataError(f"{path}: empty file")
+    if file_kind(path) not in BINARY_KINDS and b"\x00" in head:
+        raise DataError(f"{path}: binary data (NUL bytes), not a text file of records")
+
+
+def value_problem(value: Any, name: str) -> str | None:
+    """Why a field value read from a structured file is not a record (None when it is a string)."""
+    if isinstance(value, str):
+        return None
+    kind = {type(None): "null", bool: "a boolean", int: "a number", float: "a number", list: "a list",
+            dict: "an object"}.get(type(value), type(value).__name__)
+    return f"field '{name}' is {kind}, not a string"
 
 
 def file_kind(path: Path) -> str:
@@ -74,16 +150,20 @@ def _read_smi(path: Path, column: str | None, defaults: Sequence[str]) -> Iterat
 def _read_delimited(path: Path, column: str | None, defaults: Sequence[str]) -> Iterator[Record]:
     delimiter = "\t" if file_kind(path) == ".tsv" else ","
     with open_text(path) as handle:
-        reader = csv.DictReader(handle, delimiter=delimiter)
-        if reader.fieldnames is None:
+        reader = csv.reader(handle, delimiter=delimiter)
+        header = next(reader, None)
+        if header is None:
             return
-        name = pick_column(reader.fieldnames, column, defaults, str(path))
+        name = pick_column(header, column, defaults, str(path))
+        at = header.index(name)
         for row in reader:
-            value = row.get(name)
-            if value is None:
-                yield Record(str(path), reader.line_num, "", error=f"row has no value for column '{name}'")
+            if not row:
+                continue
+            if len(row) != len(header):
+                yield Record(str(path), reader.line_num, "", error=f"{len(row)} fields where the header has "
+                             f"{len(header)} (a delimiter inside an unquoted field?)")
             else:
-                yield Record(str(path), reader.line_num, value)
+                yield Record(str(path), reader.line_num, row[at])
 
 
 def _read_fasta(path: Path, column: str | None, defaults: Sequence[str]) -> Iterator[Record]:
@@ -123,21 +203,28 @@ def _read_jsonl(path: Path, column: str | None, defaults: Sequence[str]) -> Iter
     for number, item, error in jsonl_objects(path):
         if item is None:
             yield Record(str(path), number, "", error=error)
-        else:
-            name = pick_column(list(item), column, defaults, f"{path}:{number}")
-            yield Record(str(path), number, str(item[name]))
+            continue
+        try:
+            name = pick_column(list(item), column, defaults, "this JSON object")
+        except DataError as exc:
+            yield Record(str(path), number, "", error=str(exc))
+            continue
+        problem = value_problem(item[name], name)
+        yield Record(str(path), number, item[name] if problem is None else "", error=problem)
 
 
 def _read_parquet(path: Path, column: str | None, defaults: Sequence[str]) -> Iterator[Record]:
+    import pyarrow
     import pyarrow.parquet as pq
 
-    table = pq.read_table(path)
+    try:
+        table = pq.read_table(path)
+    except (pyarrow.ArrowException, OSError) as exc:
+        raise DataError(f"{path}: not a readable parquet file ({exc})") from None
     name = pick_column(table.column_names, column, defaults, str(path))
     for row, value in enumerate(table.column(name).to_pylist(), start=1):
-        if value is None:
-            yield Record(str(path), row, "", error=f"null value in column '{name}'")
-        else:
-            yield Record(str(path), row, str(value))
+        problem = value_problem(value, name)
+        yield Record(str(path), row, value if problem is None else "", error=problem)
 
 
 READERS: dict[str, Callable[[Path, str | None, Sequence[str]], Iterator[Record]]] = {
@@ -149,18 +236,28 @@ READERS: dict[str, Callable[[Path, str | None, Sequence[str]], Iterator[Record]]
 }
 
 
-def read_records(path: Path, column: str | None = None, default_columns: Sequence[str] = ()) -> Iterator[Record]:
-    """Records of one corpus file, dispatched on its suffix."""
-    if not path.is_file():
-        raise DataError(f"corpus file not found: {path}")
+def reader_for(path: Path) -> Callable[[Path, str | None, Sequence[str]], Iterator[Record]]:
+    """The reader of a corpus file's type; ``DataError`` for an unsupported one."""
     kind = file_kind(path)
     reader = READERS.get(kind)
     if reader is None:
-        raise DataError(f"{path}: unsupported file type '{kind}'; supported: {', '.join(sorted(READERS))} "
-                        f"(optionally .gz)")
+        raise DataError(f"{path}: unsupported file type '{kind or path.name}'; supported: "
+                        f"{', '.join(sorted(READERS))} (optionally .gz)")
+    return reader
+
+
+def check_corpus_file(path: Path) -> None:
+    """Everything that can be checked about a corpus file before reading it (type, readable, not empty)."""
+    reader_for(Path(path))
+    check_readable(Path(path))
+
+
+def read_records(path: Path, column: str | None = None, default_columns: Sequence[str] = ()) -> Iterator[Record]:
+    """Records of one corpus file, dispatched on its suffix."""
+    path = Path(path)
+    reader = reader_for(path)
+    check_readable(path)
     try:
         yield from reader(path, column, default_columns)
-    except UnicodeDecodeError as exc:
-        raise DataError(f"{path}: not UTF-8 text ({exc.reason} at byte {exc.start})") from None
     except csv.Error as exc:
         raise DataError(f"{path}: malformed CSV ({exc})") from None

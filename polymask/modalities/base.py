@@ -25,6 +25,9 @@ class ModalityConfig(ComponentConfig):
 
     tokenizer: Path | None = Field(None, description="tokenizer.json (or its folder); default: the built-in one")
     augment: bool = Field(False, description="augment each sequence when it is drawn (modality-specific)")
+    max_chars: int | None = Field(
+        None, ge=1, description="records longer than this many characters are skipped and counted before parsing; "
+                                "null: no limit")
 
 
 class Modality:

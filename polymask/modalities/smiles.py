@@ -61,7 +61,10 @@ def parse_molecule(smiles: str) -> Chem.Mol:
     problems = Chem.DetectChemistryProblems(mol)
     if problems:
         raise InvalidRecord(f"RDKit: {problems[0].Message()}")
-    Chem.SanitizeMol(mol)
+    try:
+        Chem.SanitizeMol(mol)  # can still fail where the detection passes (e.g. valence after a stray "\\")
+    except Chem.rdchem.MolSanitizeException as exc:
+        raise InvalidRecord(f"RDKit: {exc}") from None
     return mol
 
 
@@ -70,6 +73,9 @@ class SmilesConfig(ModalityConfig):
     canonical: bool = Field(True, description="rewrite every SMILES in RDKit canonical form")
     isomeric: bool = Field(True, description="keep stereochemistry and isotopes")
     augment: bool = Field(False, description="randomised SMILES: a random valid atom order each time a molecule is drawn")
+    max_chars: int | None = Field(
+        4096, ge=1, description="longer SMILES are skipped and counted before RDKit parses them (RDKit overflows the "
+                                "stack near 19,000 chain atoms, 9,000 with a 2 MiB stack); null: no limit")
 
 
 @MODALITIES.register("smiles")

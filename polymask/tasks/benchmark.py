@@ -15,8 +15,9 @@ from typing import Any
 
 import numpy as np
 
-from polymask.errors import DataError
+from polymask.errors import TaskFileMissing
 from polymask.inference.saved import folder_bytes, is_finetuned
+from polymask.jsonio import make_dir, write_json
 from polymask.tasks.kinds import KINDS
 from polymask.tasks.metrics import METRICS
 from polymask.tasks.report import write_report
@@ -29,8 +30,10 @@ def slug(text: str) -> str:
     return re.sub(r"[^A-Za-z0-9._-]+", "-", text).strip("-").lower()
 
 
-def _load_tasks(specs: list[TaskSpec], systems: list[System], data_dir: Path | None) -> tuple[dict, dict]:
-    """Task data per (task, modality config); tasks whose files are missing are recorded, not faked."""
+def _load_tasks(specs: list[TaskSpec], systems: list[System], data_dir: Path | None,
+                missing_ok: bool = True) -> tuple[dict, dict]:
+    """Task data per (task, modality config); tasks whose files are missing are recorded, not faked (or,
+    without ``missing_ok``, fail). A file that is there but unusable always fails, naming the file."""
     loaded: dict[tuple[str, str], Any] = {}
     missing: dict[str, str] = {}
     for spec in specs:
@@ -40,17 +43,19 @@ def _load_tasks(specs: list[TaskSpec], systems: list[System], data_dir: Path | N
                 continue
             try:
                 loaded[key] = KINDS[spec.kind].load(spec, system.modality, data_dir)
-            except DataError as exc:
+            except TaskFileMissing as exc:
+                if not missing_ok:
+                    raise
                 missing[spec.key] = str(exc)
     return loaded, missing
 
 
 def run_cells(systems: list[System], task_keys: list[str], seeds: list[int], out: Path,
-              data_dir: Path | None = None, progress: bool = True) -> dict[str, Any]:
+              data_dir: Path | None = None, progress: bool = True, missing_ok: bool = True) -> dict[str, Any]:
     """Run (or reuse) every cell; returns {"cells": [...], "missing": {task: reason}, "tasks": {...}}."""
     started = time.perf_counter()
     specs = [load_task_spec(key) for key in task_keys]
-    loaded, missing = _load_tasks(specs, systems, data_dir)
+    loaded, missing = _load_tasks(specs, systems, data_dir, missing_ok)
     cells, details = [], {}
     todo = [(s, spec, seed) for spec in specs if spec.key not in missing for s in systems for seed in seeds]
     bar = progress_bar(total=len(todo), disable=not progress, unit="cell", desc="benchmark")
@@ -69,15 +74,14 @@ def run_cells(systems: list[System], task_keys: list[str], seeds: list[int], out
             if is_finetuned(model_dir):
                 cell["model_dir"] = str(model_dir.relative_to(out))
                 cell["model_bytes"] = folder_bytes(model_dir)
-            path.parent.mkdir(parents=True, exist_ok=True)
-            tmp = path.with_suffix(".tmp")
-            tmp.write_text(json.dumps(cell, indent=1))
-            tmp.replace(path)
+            make_dir(path.parent)
+            write_json(path, cell)
         cells.append(cell)
         bar.update(1)
     bar.close()
     return {"cells": cells, "missing": missing, "tasks": details, "wall_time_s": round(time.perf_counter() - started, 1),
-            "systems": {s.name: s.description for s in systems}, "seeds": seeds, "task_order": task_keys}
+            "systems": {s.name: s.description for s in systems}, "seeds": seeds,
+            "task_order": [spec.key for spec in specs]}
 
 
 def aggregate(results: dict[str, Any]) -> list[dict[str, Any]]:
@@ -102,10 +106,11 @@ def aggregate(results: dict[str, Any]) -> list[dict[str, Any]]:
 
 def run_benchmark(systems: list[System], task_keys: list[str], seeds: list[int], out: Path, title: str,
                   data_dir: Path | None = None, settings: dict[str, Any] | None = None,
-                  progress: bool = True) -> Path:
+                  progress: bool = True, missing_ok: bool = True) -> Path:
     """Run every cell and write ``<out>/results.{md,csv,json}`` (+ ``results.png``); returns the .md path.
-    With ``progress``, a bar counts cells and another, under it, the epochs and steps inside the cell."""
-    out.mkdir(parents=True, exist_ok=True)
+    With ``progress``, a bar counts cells and another, under it, the epochs and steps inside the cell.
+    ``missing_ok``: a task whose files are found nowhere is listed as not run (else it fails)."""
+    make_dir(out)
     with inner_progress(progress):
-        results = run_cells(systems, task_keys, seeds, out, data_dir, progress)
+        results = run_cells(systems, task_keys, seeds, out, data_dir, progress, missing_ok)
     return write_report(out, title, aggregate(results), results, settings or {})

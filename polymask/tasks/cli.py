@@ -74,8 +74,9 @@ def cmd_finetune(args: argparse.Namespace) -> int:
     config = finetune_config(args)
     spec = load_task_spec(args.task)
     out = args.out or Path("runs") / f"finetune-{slug(spec.key)}"
-    report = run_benchmark([checkpoint_system(args.checkpoint, config)], [spec.key], args.seeds, out,
-                           f"Fine-tuning on {spec.key}", args.data_dir, _settings(config, args), not args.quiet)
+    report = run_benchmark([checkpoint_system(args.checkpoint, config)], [args.task], args.seeds, out,
+                           f"Fine-tuning on {spec.key}", args.data_dir, _settings(config, args), not args.quiet,
+                           missing_ok=False)
     print(report.read_text())
     return 0
 

@@ -15,14 +15,16 @@ from typing import Any, Iterator, Mapping, Union
 
 import numpy as np
 
-from polymask.data.readers import file_kind, open_text
-from polymask.errors import DataError, InvalidRecord
+from polymask.data.readers import check_readable, file_kind, open_text
+from polymask.data.records import normalize_record
+from polymask.errors import DataError, InvalidRecord, TaskFileMissing
 from polymask.modalities.base import Modality
 from polymask.resources import builtin_dir
 from polymask.tasks import splits
 from polymask.tasks.spec import TaskSpec
 
 DATA_DIR_ENV = "POLYMASK_DATA_DIR"
+TABLE_KINDS = (".csv", ".tsv", ".txt", ".parquet")
 
 #: A task table: a file (delimited text or parquet) or an in-memory ``datasets.Dataset``.
 TableSource = Union[Path, Any]
@@ -71,13 +73,15 @@ def data_dirs(data_dir: Path | None, benchmark: str) -> list[Path]:
 
 
 def find_task_file(name: str, benchmark: str, data_dir: Path | None) -> Path:
+    """The first of the data folders holding ``name`` (or ``name.gz``), checked to be a readable, non-empty file."""
     searched = data_dirs(data_dir, benchmark)
     for folder in searched:
         for candidate in (folder / name, folder / f"{name}.gz"):
-            if candidate.is_file():
+            if candidate.exists():
+                check_readable(candidate)
                 return candidate
-    raise DataError(f"task file '{name}' not found; looked in {', '.join(map(str, searched))} "
-                    f"(pass --data-dir or set ${DATA_DIR_ENV})")
+    raise TaskFileMissing(f"task file '{name}' not found; looked in {', '.join(map(str, searched))} "
+                          f"(pass --data-dir or set ${DATA_DIR_ENV})")
 
 
 def _label(value: str, spec: TaskSpec) -> float:
@@ -115,9 +119,13 @@ def _column_rows(names: list[str], columns: list[list[Any]]) -> Iterator[tuple[i
 def table_rows(source: TableSource) -> Iterator[tuple[int, list[str]]]:
     """Rows of a parquet file or a ``datasets.Dataset`` (first the column names)."""
     if isinstance(source, Path):
+        import pyarrow
         import pyarrow.parquet as pq
 
-        table = pq.read_table(source)
+        try:
+            table = pq.read_table(source)
+        except (pyarrow.ArrowException, OSError) as exc:
+            raise DataError(f"{source}: not a readable parquet file ({exc})") from None
         return _column_rows(table.column_names, [table.column(name).to_pylist() for name in table.column_names])
     return _column_rows(list(source.column_names), [source[name] for name in source.column_names])
 
@@ -126,6 +134,9 @@ def read_table(source: TableSource, spec: TaskSpec, modality: Modality,
                skipped: list[dict]) -> tuple[list[str], TaskSplit]:
     """All valid examples of one task file (delimited text or parquet) or ``datasets.Dataset``."""
     where = str(source) if isinstance(source, Path) else "datasets.Dataset"
+    if isinstance(source, Path) and file_kind(source) not in TABLE_KINDS:
+        raise DataError(f"{source}: unsupported task file type '{file_kind(source) or source.name}'; "
+                        f"supported: {', '.join(TABLE_KINDS)} (optionally .gz)")
     delimited = isinstance(source, Path) and file_kind(source) != ".parquet"
     rows = _delimited_rows(source, spec) if delimited else table_rows(source)
     header = spec.column_names if delimited and spec.column_names else next(rows, (0, None))[1]
@@ -152,10 +163,14 @@ def read_table(source: TableSource, spec: TaskSpec, modality: Modality,
                 raise InvalidRecord("no label")
             if spec.kind == "multiclass" and np.isnan(values).any():
                 raise InvalidRecord("missing class label")
-            inputs.append(tuple(modality.normalize(row[i]) for i in input_at))
+            inputs.append(tuple(normalize_record(modality, row[i]) for i in input_at))
             labels.append(values)
         except InvalidRecord as exc:
             skipped.append({"source": where, "line": line, "reason": exc.reason})
+    if not inputs:
+        first = next((s for s in skipped if s["source"] == where), None)
+        detail = f"line {first['line']}: {first['reason']}; " if first else ""
+        raise DataError(f"{where}: {detail}no usable example in the file")
     return label_names, TaskSplit(inputs, np.asarray(labels, dtype=np.float64).reshape(len(inputs), len(label_at)))
 
 

@@ -2,13 +2,14 @@
 from __future__ import annotations
 
 import csv
-import json
 import math
 from collections import Counter
 from pathlib import Path
 from typing import Any
 
 import numpy as np
+
+from polymask.jsonio import atomic_path, write_json, write_text
 
 ARROW = {True: "↑", False: "↓"}
 
@@ -158,7 +159,8 @@ def _plot(path: Path, rows: list[dict[str, Any]], systems: list[str], tasks: lis
     handles = [plt.Rectangle((0, 0), 1, 1, color=colors[i % len(colors)]) for i in range(len(systems))]
     figure.legend(handles, systems, loc="lower center", ncol=min(len(systems), 3), fontsize=8, frameon=False)
     figure.tight_layout(rect=(0, 0.06 + 0.03 * math.ceil(len(systems) / 3), 1, 1))
-    figure.savefig(path, dpi=120)
+    with atomic_path(path) as tmp:
+        figure.savefig(tmp, dpi=120)
     plt.close(figure)
 
 
@@ -188,8 +190,8 @@ def write_report(out: Path, title: str, rows: list[dict[str, Any]], results: dic
     lines += _saved_models_section(results["cells"])
     if results["missing"]:
         lines += ["", "## Missing tasks (not run)", ""] + [f"- {k}: {v}" for k, v in results["missing"].items()]
-    (out / "results.md").write_text("\n".join(lines) + "\n")
-    with open(out / "results.csv", "w", newline="") as handle:
+    write_text(out / "results.md", "\n".join(lines) + "\n")
+    with atomic_path(out / "results.csv") as tmp, open(tmp, "w", newline="") as handle:
         writer = csv.writer(handle)
         writer.writerow(["system", "task", "metric", "mean", "std", "seeds", "values", "split", "n_train", "n_valid",
                          "n_test", "skipped", "truncated"])
@@ -198,8 +200,7 @@ def write_report(out: Path, title: str, rows: list[dict[str, Any]], results: dic
                 writer.writerow([row["system"], row["task"], name, row[f"{name}_mean"], row[f"{name}_std"], row["seeds"],
                                  ";".join(f"{v:.6g}" for v in row[f"{name}_values"]), row["split"], row["n_train"],
                                  row["n_valid"], row["n_test"], row["skipped"], row["truncated"]])
-    (out / "results.json").write_text(json.dumps({"title": title, "settings": settings, "rows": rows, **results},
-                                                 indent=1, default=str))
+    write_json(out / "results.json", {"title": title, "settings": settings, "rows": rows, **results}, default=str)
     if rows:
         _plot(out / "results.png", rows, systems, tasks)
     return out / "results.md"

@@ -15,7 +15,7 @@ from pathlib import Path
 import numpy as np
 
 from polymask.data.readers import open_text
-from polymask.errors import ConfigError, DataError
+from polymask.errors import ConfigError, DataError, TaskFileMissing
 from polymask.modalities.base import Modality
 from polymask.tasks.data import find_task_file, holdout
 from polymask.tasks.span import QAExample
@@ -47,7 +47,17 @@ def read_squad(path: Path, spec: TaskSpec) -> tuple[list[QAExample], bool]:
     """Every question of an official-format file (``.gz`` accepted) and whether it is v2.0. The spec's
     input columns name the question and context fields, its label column the answers field."""
     with open_text(path) as handle:
-        data = json.load(handle)
+        try:
+            data = json.loads("".join(handle))
+        except ValueError as exc:
+            raise DataError(f"{path}: not valid JSON ({exc})") from None
+    try:
+        return _squad_examples(data, spec)
+    except (KeyError, TypeError, IndexError, AttributeError) as exc:
+        raise DataError(f"{path}: not a SQuAD file (field {exc} missing or malformed)") from None
+
+
+def _squad_examples(data: dict, spec: TaskSpec) -> tuple[list[QAExample], bool]:
     question_field, context_field = spec.input_columns
     answers_field = spec.label_columns[0]
     examples = []
@@ -113,7 +123,7 @@ def load_squad(spec: TaskSpec, modality: Modality, data_dir: Path | None = None)
     split = spec.split
     try:
         train_path = find_task_file(spec.files["train"], spec.benchmark, data_dir)
-    except DataError:
+    except TaskFileMissing:
         train, valid, test = article_split(test, split.fractions, split.seed)
         protocol = (f"dev split, NOT the standard protocol (no train file '{spec.files['train']}' found): the articles "
                     f"of the dev file divided article-disjointly into train/valid/test of about "

@@ -77,6 +77,7 @@ def _finetuned(encoder_factory: Callable[[int], Encoder], checkpoint: LoadedChec
 def checkpoint_system(path: Path, config: FinetuneConfig) -> System:
     """A pretrained checkpoint, fine-tuned per task and seed (objective modules dropped)."""
     checkpoint = load_checkpoint(path)
+    checkpoint.build_objective()  # refuses mismatched or non-finite weights now, not after the task data is read
     run_config = build_run_config(checkpoint.config)
     modality = build_modality(run_config.modality)
     run_dir = checkpoint.folder.parent.parent

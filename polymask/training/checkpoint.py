@@ -13,13 +13,17 @@ Layout of ``<run>/checkpoints/step-000600/``::
 
 A checkpoint is written into a temporary folder and renamed into place, then
 ``checkpoints/latest.json`` is replaced atomically; a crash mid-write never damages a finished
-checkpoint. Nothing is ever unpickled.
+checkpoint, and a checkpoint holding a NaN or an infinity is never written. ``latest.json`` may
+only name a ``step-NNNNNN`` folder beside it. Loading verifies every checksum and loads weights
+strictly (missing, unexpected, misshapen or non-finite tensors are refused by name); every fault
+ends in one ``CheckpointError`` line. Nothing is ever unpickled.
 """
 from __future__ import annotations
 
 import hashlib
 import json
 import os
+import re
 import shutil
 from dataclasses import dataclass
 from pathlib import Path
@@ -31,9 +35,11 @@ from safetensors.torch import load_file, save_file
 from tokenizers import Tokenizer
 
 from polymask.atomic_folder import move_into_place
-from polymask.errors import CheckpointError
+from polymask.errors import CheckpointError, ConfigError, DataError, TrainingDiverged
+from polymask.jsonio import dumps
 from polymask.model.encoder import Encoder, EncoderConfig
 from polymask.tokenization import load_tokenizer, save_tokenizer
+from polymask.training.tensor_checks import check_weights, describe_nonfinite
 
 if TYPE_CHECKING:
     from polymask.objectives import Objective
@@ -45,6 +51,7 @@ LEGACY_RUN_CONFIG = "config.json"
 FINETUNED_META = "finetuned.json"
 LATEST = "latest.json"
 MANIFEST = "manifest.json"
+CHECKPOINT_NAME = re.compile(r"step-\d{6,}")
 
 
 def _sha256(path: Path) -> str:
@@ -56,7 +63,7 @@ def _sha256(path: Path) -> str:
 
 
 def _write_json(path: Path, data: Any) -> None:
-    path.write_text(json.dumps(data, indent=1))
+    path.write_text(dumps(data, indent=1))
 
 
 def _fsync_dir(path: Path) -> None:
@@ -102,7 +109,14 @@ def optimizer_state_from(tensors: dict[str, torch.Tensor], meta: dict[str, Any])
 def save_checkpoint(run_dir: Path, step: int, weights: dict[str, torch.Tensor], optimizer_state: dict[str, Any],
                     trainer_state: dict[str, Any], rng_tensors: dict[str, torch.Tensor], config: dict[str, Any],
                     encoder: Encoder, tokenizer: Tokenizer, keep: int) -> Path:
-    """Write ``checkpoints/step-XXXXXX`` atomically, point ``latest.json`` at it, prune old ones."""
+    """Write ``checkpoints/step-XXXXXX`` atomically, point ``latest.json`` at it, prune old ones.
+
+    Refuses (``TrainingDiverged``) to write weights or optimizer moments holding NaN or inf."""
+    moments, optimizer_meta = optimizer_tensors(optimizer_state)
+    nonfinite = describe_nonfinite({**weights, **moments})
+    if nonfinite:
+        raise TrainingDiverged(f"step {step}: non-finite values in {nonfinite}; checkpoint not written "
+                               f"(checkpoints/{LATEST} still names the last finite one)")
     root = run_dir / "checkpoints"
     root.mkdir(parents=True, exist_ok=True)
     final = root / f"step-{step:06d}"
@@ -111,15 +125,13 @@ def save_checkpoint(run_dir: Path, step: int, weights: dict[str, torch.Tensor], 
     tmp.mkdir()
     save_file({name: tensor.detach().cpu().contiguous() for name, tensor in weights.items()},
               str(tmp / "model.safetensors"))
-    moments, optimizer_meta = optimizer_tensors(optimizer_state)
     save_file({**moments, **rng_tensors}, str(tmp / "optimizer.safetensors"))
     _write_json(tmp / "trainer_state.json", {**trainer_state, "optimizer": optimizer_meta})
     _write_json(tmp / RUN_CONFIG, config)
     _write_json(tmp / "encoder.json", {"config": encoder.config.model_dump(mode="json"),
                                        "vocab_size": encoder.vocab_size})
     save_tokenizer(tokenizer, tmp)
-    manifest = {path.name: _sha256(path) for path in sorted(tmp.iterdir())}
-    _write_json(tmp / MANIFEST, {"step": step, "files": manifest})
+    write_manifest(tmp, {"step": step})
     move_into_place(tmp, final)
     pointer = root / f".{LATEST}.tmp"
     _write_json(pointer, {"checkpoint": final.name, "step": step})
@@ -140,15 +152,42 @@ def resolve_checkpoint(path: Path) -> Path:
     for root in (path, path / "checkpoints"):
         pointer = root / LATEST
         if pointer.is_file():
-            try:
-                name = json.loads(pointer.read_text())["checkpoint"]
-            except (ValueError, KeyError) as exc:
-                raise CheckpointError(f"{pointer}: unreadable pointer ({exc})") from None
-            return root / name
+            return follow_pointer(pointer)
     if not path.exists():
         raise CheckpointError(f"checkpoint not found: {path}")
     raise CheckpointError(f"{path} holds no checkpoint (no {MANIFEST}, no checkpoints/{LATEST}); "
                           f"it may be from a run that never saved one")
+
+
+def follow_pointer(pointer: Path) -> Path:
+    """The checkpoint ``latest.json`` names: only a ``step-NNNNNN`` folder in the pointer's own folder."""
+    root = pointer.parent
+    try:
+        data = json.loads(pointer.read_text())
+    except (OSError, ValueError) as exc:
+        raise CheckpointError(f"{pointer}: unreadable pointer ({exc})") from None
+    name = data.get("checkpoint") if isinstance(data, dict) else None
+    if not isinstance(name, str) or not CHECKPOINT_NAME.fullmatch(name):
+        raise CheckpointError(f"{pointer}: must be {{\"checkpoint\": \"step-NNNNNN\"}} naming a folder beside it, "
+                              f"got {json.dumps(data)[:80]}; refusing to follow it")
+    folder = root / name
+    if not folder.is_dir() or folder.resolve().parent != root.resolve():
+        raise CheckpointError(f"{pointer}: names {name}, which is not a checkpoint folder in {root}")
+    return folder
+
+
+def read_json_object(folder: Path, name: str) -> dict[str, Any]:
+    """A JSON object file of a checkpoint; ``CheckpointError`` naming the file if absent or malformed."""
+    path = folder / name
+    try:
+        data = json.loads(path.read_text())
+    except FileNotFoundError:
+        raise CheckpointError(f"{folder}: missing file {name}") from None
+    except (OSError, ValueError) as exc:
+        raise CheckpointError(f"{path}: unreadable ({exc})") from None
+    if not isinstance(data, dict):
+        raise CheckpointError(f"{path}: expected a JSON object, got {type(data).__name__}")
+    return data
 
 
 def verify_checkpoint(folder: Path) -> dict[str, Any]:
@@ -156,13 +195,13 @@ def verify_checkpoint(folder: Path) -> dict[str, Any]:
     manifest_path = folder / MANIFEST
     if not manifest_path.is_file():
         raise CheckpointError(f"{folder}: incomplete checkpoint (no {MANIFEST})")
-    try:
-        manifest = json.loads(manifest_path.read_text())
-    except ValueError:
-        raise CheckpointError(f"{manifest_path}: corrupt manifest") from None
-    for name, digest in manifest["files"].items():
+    manifest = read_json_object(folder, MANIFEST)
+    files = manifest.get("files")
+    if not isinstance(files, dict) or not all(isinstance(v, str) for v in files.values()):
+        raise CheckpointError(f"{manifest_path}: not a checkpoint manifest (needs a 'files' map of names to sha256)")
+    for name, digest in files.items():
         file = folder / name
-        if not file.is_file():
+        if file.parent != folder or not file.is_file():
             raise CheckpointError(f"{folder}: missing file {name}")
         if _sha256(file) != digest:
             raise CheckpointError(f"{folder}: {name} is corrupt (checksum mismatch)")
@@ -180,8 +219,8 @@ class LoadedCheckpoint:
 
     def trainer_state(self) -> tuple[dict[str, Any], dict[str, torch.Tensor]]:
         """Trainer state JSON and the optimizer/RNG tensors (only needed to resume)."""
-        state = json.loads((self.folder / "trainer_state.json").read_text())
-        return state, load_file(str(self.folder / "optimizer.safetensors"))
+        state = read_json_object(self.folder, "trainer_state.json")
+        return state, _load_tensors(self.folder, "optimizer.safetensors")
 
     def build_objective(self) -> "Objective":
         """The whole pretraining model (encoder + objective modules) with its weights, e.g. for analysis."""
@@ -194,6 +233,7 @@ class LoadedCheckpoint:
         objective = OBJECTIVES.get(config.objective.name)(
             config.objective, Encoder(self.encoder_config, self.vocab_size), SpecialIds.of(self.tokenizer),
             build_modality(config.modality).mask_span)
+        check_weights(objective.state_dict(), self.weights, f"{self.folder}/model.safetensors")
         objective.load_state_dict(self.weights)
         return objective
 
@@ -210,6 +250,7 @@ class LoadedCheckpoint:
         """A fresh encoder holding the checkpoint's ``encoder.*`` weights (objective modules dropped)."""
         encoder = Encoder(self.encoder_config, self.vocab_size)
         weights = {k.removeprefix("encoder."): v for k, v in self.weights.items() if k.startswith("encoder.")}
+        check_weights(encoder.state_dict(), weights, f"{self.folder}/model.safetensors")
         encoder.load_state_dict(weights)
         return encoder
 
@@ -234,18 +275,42 @@ def run_config_name(folder: Path) -> str:
 
 def load_checkpoint(path: Path) -> LoadedCheckpoint:
     """Load (and verify) a checkpoint from a checkpoint or run folder."""
+    from polymask.config import build_run_config
+
     folder = resolve_checkpoint(path)
     if (folder / FINETUNED_META).is_file():
         raise CheckpointError(f"{folder} is a fine-tuned model, not a pretraining checkpoint; load it with "
                               f"polymask.load_model")
     verify_checkpoint(folder)
+    weights = _load_tensors(folder, "model.safetensors")
+    encoder_meta = read_json_object(folder, "encoder.json")
+    config_name = run_config_name(folder)
+    run_config = read_json_object(folder, config_name)
     try:
-        weights = load_file(str(folder / "model.safetensors"))
-    except (SafetensorError, OSError) as exc:
-        raise CheckpointError(f"{folder}: unreadable model.safetensors ({exc})") from None
-    encoder_meta = json.loads((folder / "encoder.json").read_text())
-    run_config = json.loads((folder / run_config_name(folder)).read_text())
-    upgrade_legacy_configs(run_config, encoder_meta["config"])
-    return LoadedCheckpoint(folder, weights, run_config,
-                            EncoderConfig.model_validate(encoder_meta["config"]), encoder_meta["vocab_size"],
-                            load_tokenizer(folder / "tokenizer.json"))
+        upgrade_legacy_configs(run_config, encoder_meta["config"])
+        encoder_config, vocab_size = EncoderConfig.model_validate(encoder_meta["config"]), int(encoder_meta["vocab_size"])
+    except (KeyError, TypeError, ValueError) as exc:
+        raise CheckpointError(f"{folder}/encoder.json: not an encoder description ({_one_line(exc)})") from None
+    try:
+        build_run_config(run_config)
+    except ConfigError as exc:
+        raise CheckpointError(f"{folder}/{config_name}: {_one_line(exc)}") from None
+    try:
+        tokenizer = load_tokenizer(folder / "tokenizer.json")
+    except DataError as exc:
+        raise CheckpointError(_one_line(exc)) from None
+    return LoadedCheckpoint(folder, weights, run_config, encoder_config, vocab_size, tokenizer)
+
+
+def _one_line(exc: BaseException) -> str:
+    """A multi-line message (pydantic's, a config's) folded into one line."""
+    return "; ".join(line.strip() for line in str(exc).splitlines() if line.strip()).replace(":;", ":")[:400]
+
+
+def _load_tensors(folder: Path, name: str) -> dict[str, torch.Tensor]:
+    try:
+        return load_file(str(folder / name))
+    except FileNotFoundError:
+        raise CheckpointError(f"{folder}: missing file {name}") from None
+    except (SafetensorError, OSError, ValueError) as exc:
+        raise CheckpointError(f"{folder}: unreadable {name} ({_one_line(exc)})") from None

@@ -1,11 +1,11 @@
 """Metrics as JSON lines, and the end-of-run summary (JSON + a printed table)."""
 from __future__ import annotations
 
-import json
 import shutil
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
+from polymask.jsonio import append_jsonl, atomic_path, dumps, read_jsonl, write_json, write_text
 from polymask.training.runtime import precision_used
 
 if TYPE_CHECKING:
@@ -19,24 +19,26 @@ class MetricsLog:
         self.path = path
 
     def write(self, record: dict[str, Any]) -> None:
-        with open(self.path, "a") as handle:
-            handle.write(json.dumps(record) + "\n")
+        append_jsonl(self.path, record)
 
     def truncate_after(self, step: int) -> None:
-        """Drop lines logged after ``step`` (a resumed run writes them again)."""
+        """Drop lines logged after ``step`` (a resumed run writes them again), and any torn line."""
         if not self.path.is_file():
             return
-        kept = [line for line in self.path.read_text().splitlines() if line and json.loads(line)["step"] <= step]
-        self.path.write_text("".join(line + "\n" for line in kept))
+        kept = [record for record in read_jsonl(self.path) if isinstance(record.get("step"), int) and record["step"] <= step]
+        write_text(self.path, "".join(dumps(record) + "\n" for record in kept))
 
 
-def write_summary(trainer: "Trainer", last_eval: dict[str, Any], wall_time: float) -> dict[str, Any]:
-    """Build, print and save the run summary."""
+def write_summary(trainer: "Trainer", last_eval: dict[str, Any], wall_time: float,
+                  status: str = "completed") -> dict[str, Any]:
+    """Build, print and save the run summary; ``status``: completed, interrupted or diverged."""
     state, report = trainer.state, trainer.corpus_report
     skipped_file = trainer.run_dir / "skipped_records.jsonl"
     if trainer.skipped_file != skipped_file:
-        shutil.copyfile(trainer.skipped_file, skipped_file)
+        with atomic_path(skipped_file) as tmp:
+            shutil.copyfile(trainer.skipped_file, tmp)
     summary = {
+        "status": status,
         "run_dir": str(trainer.run_dir),
         "modality": trainer.modality.name,
         "objective": trainer.config.objective.name,
@@ -44,6 +46,7 @@ def write_summary(trainer: "Trainer", last_eval: dict[str, Any], wall_time: floa
         "device": str(trainer.device),
         "precision": precision_used(trainer.device, trainer.config.train.precision),
         "steps": state.step,
+        "skipped_steps": state.skipped_steps,
         "epochs": trainer.epochs_done(),
         "tokens": state.tokens,
         "tokens_per_s": round(state.tokens / max(state.train_time, 1e-9), 1),
@@ -62,10 +65,11 @@ def write_summary(trainer: "Trainer", last_eval: dict[str, Any], wall_time: floa
         "unigram_accuracy": None if trainer.collapse is None else trainer.collapse.unigram,
         "final_val_rank": last_eval.get("val_rank"),
         "collapsed": None if trainer.collapse is None else trainer.collapse.collapsed,
-        "checkpoint": str(trainer.last_checkpoint),
+        "checkpoint": str(trainer.last_checkpoint) if trainer.last_checkpoint else None,
+        "checkpoint_step": trainer.last_saved_step if trainer.last_saved_step >= 0 else None,
         "collapse": None if trainer.collapse is None else trainer.collapse.report(),
     }
-    (trainer.run_dir / "summary.json").write_text(json.dumps(summary, indent=1))
+    write_json(trainer.run_dir / "summary.json", summary)
     print(format_summary(summary))
     return summary
 

@@ -4,10 +4,16 @@ Reads top to bottom: build everything from the config, optionally restore a chec
 loop over optimiser steps (micro-batches, loss, backward, clip, step), validating, logging and
 checkpointing on schedule. ``train()`` returns the run summary. Under ``torchrun`` every rank
 runs this same loop on its share of each step's micro-batches (see ``training.distributed``).
+
+Faults: a run holds a lock on its folder (``locks``); a step with a non-finite loss or gradient is
+skipped and counted, ``train.max_nonfinite_steps`` in a row stop the run; SIGINT/SIGTERM finish
+the step, save, and write the summary marked interrupted (``training.signals``).
 """
 from __future__ import annotations
 
+import math
 import random
+import signal
 import time
 from dataclasses import asdict, dataclass
 from pathlib import Path
@@ -22,7 +28,9 @@ from polymask.data.batching import Batch, BatchSampler, collate
 from polymask.data.corpus import CorpusReport, prepare_corpus
 from polymask.data.streaming import StreamingBatches
 from polymask.data.streams import IndexedBatches, MicroBatch, StreamPosition
-from polymask.errors import CheckpointError
+from polymask.errors import CheckpointError, RunInterrupted, TrainingDiverged
+from polymask.jsonio import make_dir
+from polymask.locks import FolderLock, lock_run_folder
 from polymask.model.encoder import Encoder
 from polymask.modalities import build_modality
 from polymask.objectives import OBJECTIVES
@@ -30,8 +38,11 @@ from polymask.tokenization import SpecialIds
 from polymask.training.checkpoint import load_checkpoint, optimizer_state_from, save_checkpoint
 from polymask.training.collapse import CollapseMonitor, FinalStates, unigram_accuracy
 from polymask.training.distributed import init_distributed, wrap_model
-from polymask.training.runtime import autocast, progress_bar, tqdm_write, resolve_device, restore_rng, rng_tensors, step_generator
+from polymask.training.runtime import (autocast, progress_bar, resolve_device, restore_rng, rng_tensors, step_generator,
+                                       tqdm_write)
 from polymask.training.schedule import build_optimizer, learning_rate
+from polymask.training.signals import StopRequests, exit_code, signal_name
+from polymask.training.tensor_checks import check_weights
 from polymask.training.summary import MetricsLog, write_summary
 
 VALIDATION_STREAM = 1
@@ -48,6 +59,7 @@ class TrainState(StreamPosition):
     padded_tokens: int = 0
     train_time: float = 0.0
     best_val_loss: float | None = None
+    skipped_steps: int = 0
 
 
 class Trainer:
@@ -58,8 +70,19 @@ class Trainer:
         train_config = config.train
         self.dist = init_distributed(train_config.device)
         self.run_dir = run_dir or config.out_dir()
+        self.run_lock: FolderLock | None = None
         if self.dist.is_main:
-            self.run_dir.mkdir(parents=True, exist_ok=True)
+            make_dir(self.run_dir)
+            self.run_lock = lock_run_folder(self.run_dir)
+        try:
+            self._build(data)
+        except BaseException:
+            self.close()
+            raise
+
+    def _build(self, data: Dataset | None) -> None:
+        config = self.config
+        train_config = config.train
         if train_config.threads:
             torch.set_num_threads(train_config.threads)
         self.device = resolve_device(f"cuda:{self.dist.local_rank}" if self.dist.enabled and train_config.device
@@ -87,6 +110,12 @@ class Trainer:
         self.last_saved_step = -1
         self.metrics = MetricsLog(self.run_dir / "metrics.jsonl")
         self.collapse = self._collapse_monitor()
+        self._in_step = False  # True from a step's first batch to its update: an interrupt there saves nothing
+
+    def close(self) -> None:
+        """Release the run folder (done by ``fit``; for a trainer that is never fitted)."""
+        if self.run_lock is not None:
+            self.run_lock.release()
 
     def _prepare_data(self, data: Dataset | None) -> None:
         """Set ``batches`` (the training stream), ``valid_store``, ``corpus_report`` and ``skipped_file``."""
@@ -98,7 +127,8 @@ class Trainer:
                 self.modality, self.tokenizer, sources, column=config.data.column, max_len=config.data.max_len,
                 batch_size=config.train.batch_size, pool_batches=config.data.bucket_pool,
                 max_val_records=config.data.max_val_records, seed=config.train.seed,
-                skipped_file=self.skipped_file if self.dist.is_main else None)
+                skipped_file=self.skipped_file if self.dist.is_main else None, val_fraction=config.data.val_fraction,
+                strict=config.data.strict)
             self.valid_store = self.batches.validation_store()
             self.corpus_report = self.batches.report
             return
@@ -145,8 +175,10 @@ class Trainer:
 
     # -- steps ------------------------------------------------------------------------------------
     def _train_step(self) -> tuple[float, int, int]:
-        """One optimiser step: (mean loss over all ranks and micro-batches, real tokens, padded tokens)."""
+        """One optimiser step: (mean loss over all ranks and micro-batches, real tokens, padded tokens); the
+        loss is NaN when the step was skipped (a non-finite loss or gradient on any rank: no update)."""
         config = self.config.train
+        self._in_step = True
         for group in self.optimizer.param_groups:
             group["lr"] = learning_rate(self.state.step, config)
         step_batches = self.batches.take(config.grad_accum * self.dist.world_size, self.state)
@@ -161,12 +193,15 @@ class Trainer:
             loss_total += output.loss.item() / config.grad_accum
             real += batch.real_tokens
             padded += batch.padded_tokens
-        if config.grad_clip is not None:
-            torch.nn.utils.clip_grad_norm_(self.model.parameters(), config.grad_clip)
-        self.optimizer.step()
+        norm = torch.nn.utils.clip_grad_norm_(self.model.parameters(), config.grad_clip or math.inf)
+        norm = norm.full_tensor() if hasattr(norm, "full_tensor") else norm  # FSDP: a sharded norm
+        nonfinite = not (math.isfinite(loss_total) and bool(torch.isfinite(norm)))
+        loss_sum, real, padded, nonfinite = self.dist.sum([loss_total, real, padded, float(nonfinite)], self.device)
+        if not nonfinite:
+            self.optimizer.step()
         self.optimizer.zero_grad(set_to_none=True)
-        loss_sum, real, padded = self.dist.sum([loss_total, real, padded], self.device)
-        return loss_sum / self.dist.world_size, int(real), int(padded)
+        self._in_step = False
+        return (math.nan if nonfinite else loss_sum / self.dist.world_size), int(real), int(padded)
 
     def _gradient_sync(self, last_micro_batch: bool) -> Any:
         """DDP all-reduces gradients only after the last micro-batch of a step."""
@@ -216,11 +251,17 @@ class Trainer:
             if getattr(saved, section) != getattr(self.config, section):
                 raise CheckpointError(f"cannot resume {checkpoint.folder}: its '{section}' config differs from this run's")
         trainer_state, tensors = checkpoint.trainer_state()
-        set_state_dict(self.model, self.optimizer, model_state_dict=checkpoint.weights,
-                       optim_state_dict=optimizer_state_from(tensors, trainer_state["optimizer"]),
-                       options=StateDictOptions(full_state_dict=True))
-        self.state = TrainState(**trainer_state["state"])
-        restore_rng(tensors, trainer_state.get("python_rng"))
+        check_weights(self.model.state_dict(), checkpoint.weights, f"{checkpoint.folder}/model.safetensors")
+        try:
+            set_state_dict(self.model, self.optimizer, model_state_dict=checkpoint.weights,
+                           optim_state_dict=optimizer_state_from(tensors, trainer_state["optimizer"]),
+                           options=StateDictOptions(full_state_dict=True))
+            self.state = TrainState(**trainer_state["state"])
+            restore_rng(tensors, trainer_state.get("python_rng"))
+            self.last_checkpoint, self.last_saved_step = checkpoint.folder, self.state.step
+        except (KeyError, TypeError, ValueError, RuntimeError) as exc:
+            raise CheckpointError(f"{checkpoint.folder}: trainer_state.json and optimizer.safetensors do not hold "
+                                  f"this run's optimizer and data state ({type(exc).__name__}: {exc})") from None
         if self.dist.rank:
             torch.manual_seed(hash((self.config.train.seed, self.state.step, self.dist.rank)) & (2**63 - 1))
         if self.dist.is_main:
@@ -228,11 +269,24 @@ class Trainer:
 
     # -- loop -------------------------------------------------------------------------------------
     def fit(self) -> dict[str, Any]:
-        """Train until ``max_steps``, ``max_time`` or ``stop_after_steps``; returns the summary."""
+        """Train until ``max_steps``, ``max_time`` or ``stop_after_steps``; returns the summary.
+
+        SIGINT/SIGTERM: the step finishes, a checkpoint is saved, the summary is written marked
+        ``interrupted`` and ``RunInterrupted`` is raised. ``train.max_nonfinite_steps`` skipped steps
+        in a row: the summary is marked ``diverged`` and ``TrainingDiverged`` raised. The run folder
+        is released whatever happens."""
+        try:
+            with StopRequests() as stop:
+                return self._fit(stop)
+        finally:
+            self.close()
+
+    def _fit(self, stop: StopRequests) -> dict[str, Any]:
         config = self.config.train
         start_step = self.state.step
         started = time.perf_counter()
         last_eval: dict[str, Any] = {}
+        nonfinite_streak, stopped = 0, False
         bar = progress_bar(total=config.max_steps, initial=self.state.step, disable=not (config.progress and self.dist.is_main),
                            unit="step", desc=f"{self.modality.name}/{self.config.objective.name}")
         try:
@@ -240,6 +294,9 @@ class Trainer:
                 if config.stop_after_steps and self.state.step - start_step >= config.stop_after_steps:
                     break
                 if config.max_time and self._elapsed(started) >= config.max_time:
+                    break
+                if self._stop_requested(stop):
+                    stopped = True
                     break
                 tick = time.perf_counter()
                 loss, real, padded = self._train_step()
@@ -250,29 +307,63 @@ class Trainer:
                 rate = self.state.tokens / max(self.state.train_time, 1e-9)
                 bar.update(1)
                 bar.set_postfix(loss=f"{loss:.3f}", tok_s=f"{rate:,.0f}")
-                if self.state.step % config.log_every == 0 and self.dist.is_main:
+                nonfinite_streak = 0 if math.isfinite(loss) else nonfinite_streak + 1
+                if nonfinite_streak:
+                    self._skip_step(nonfinite_streak)
+                elif self.state.step % config.log_every == 0 and self.dist.is_main:
                     self.metrics.write({"step": self.state.step, "loss": loss, "lr": learning_rate(self.state.step - 1, config),
                                         "tokens": self.state.tokens, "tokens_per_s": rate})
                 if self.state.step % config.eval_every == 0:
                     last_eval = self._evaluate_and_log()
                 if self.state.step % config.save_every == 0:
                     self.save()
-        except KeyboardInterrupt:
+        except KeyboardInterrupt:  # a second signal, or one outside the step boundary
             bar.close()
-            if self.state.step > max(self.last_saved_step, 0):
-                folder = self.save()
-                if folder is not None:
-                    print(f"\ninterrupted at step {self.state.step}; checkpoint saved to {folder}; "
-                          f"continue with --resume {self.run_dir}")
+            self._stop(signal.SIGINT, last_eval, started, save=not self._in_step)
+        except TrainingDiverged:
+            bar.close()
+            self._write_summary(last_eval, started, "diverged")
             raise
         bar.close()
+        if stopped:
+            self._stop(stop.signum or signal.SIGTERM, last_eval, started)
         if not last_eval or last_eval.get("step") != self.state.step:
             last_eval = self._evaluate_and_log()
         if self.state.step != self.last_saved_step:
             self.save()
-        summary = write_summary(self, last_eval, time.perf_counter() - started) if self.dist.is_main else {}
+        summary = self._write_summary(last_eval, started, "completed")
         self.dist.barrier()
         return summary
+
+    def _stop_requested(self, stop: StopRequests) -> bool:
+        """Whether a stop signal arrived, agreed on by every rank so that all stop at the same step."""
+        if not self.dist.enabled:
+            return stop.requested
+        return self.dist.sum([float(stop.requested)], self.device)[0] > 0
+
+    def _skip_step(self, streak: int) -> None:
+        """Count a step whose loss or gradient was not finite (no update was made); stop after a streak."""
+        self.state.skipped_steps += 1
+        if self.dist.is_main:
+            self.metrics.write({"step": self.state.step, "loss": None, "skipped": "non-finite loss or gradient"})
+        if streak >= self.config.train.max_nonfinite_steps:
+            first = self.state.step - streak + 1
+            raise TrainingDiverged(
+                f"non-finite loss or gradient at steps {first}-{self.state.step} ({streak} in a row, no update made); "
+                f"stopped. Last finite checkpoint: {self.last_checkpoint or 'none written'}; "
+                f"lower train.lr or set train.grad_clip")
+
+    def _stop(self, signum: int, last_eval: dict[str, Any], started: float, save: bool = True) -> None:
+        """Save the last finished step, write the summary marked interrupted, raise ``RunInterrupted``."""
+        if save and self.state.step > max(self.last_saved_step, 0):
+            self.save()
+        self._write_summary(last_eval, started, "interrupted")
+        saved = f"checkpoint {self.last_checkpoint}" if self.last_checkpoint else "no checkpoint saved"
+        raise RunInterrupted(f"{signal_name(signum)}: stopped at step {self.state.step} ({saved}); "
+                             f"continue with: polymask train --resume {self.run_dir}", exit_code(signum))
+
+    def _write_summary(self, last_eval: dict[str, Any], started: float, status: str) -> dict[str, Any]:
+        return write_summary(self, last_eval, time.perf_counter() - started, status) if self.dist.is_main else {}
 
     def epochs_done(self) -> float:
         """Epochs of training data consumed (whole epochs only when streaming: the length is unknown)."""
