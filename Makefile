@@ -4,7 +4,7 @@ VENV ?= .venv
 BIN := $(VENV)/bin
 STAMP := $(VENV)/.installed-stamp
 
-.PHONY: demo test tokenizers bench floors clean
+.PHONY: demo test test-slow tokenizers bench floors clean
 
 $(STAMP): pyproject.toml
 	test -x $(BIN)/python || $(PYTHON) -m venv $(VENV)
@@ -19,6 +19,9 @@ demo: $(STAMP)  ## pretrain a small SMILES encoder with MLM on the built-in corp
 
 test: $(STAMP)  ## the whole test suite
 	$(BIN)/python -m pytest -q
+
+test-slow: $(STAMP)  ## the slow tests (learning on text and DNA, MoleculeNet coverage, ...)
+	$(BIN)/python -m pytest -q -m slow
 
 tokenizers: $(STAMP)  ## rebuild the built-in tokenizers from the built-in corpora
 	$(BIN)/polymask tokenizer train --modality smiles --out tokenizers/smiles

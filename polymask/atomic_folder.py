@@ -1,9 +1,13 @@
 """Folders written whole or not at all: fill a temporary sibling, flush it, rename it into place."""
 from __future__ import annotations
 
+import contextlib
 import os
 import shutil
 from pathlib import Path
+from typing import Iterator
+
+from polymask.errors import OutputError
 
 
 def move_into_place(tmp: Path, final: Path) -> None:
@@ -20,3 +24,20 @@ def move_into_place(tmp: Path, final: Path) -> None:
         shutil.rmtree(old, ignore_errors=True)
     else:
         tmp.rename(final)
+
+
+@contextlib.contextmanager
+def staged_folder(final: Path) -> Iterator[Path]:
+    """A fresh temporary sibling of ``final`` to fill; moved into place when the block succeeds, removed
+    whatever goes wrong (a full disk ends in one ``OutputError`` naming ``final``, no folder left behind)."""
+    tmp = final.with_name(f".tmp-{final.name}-{os.getpid()}")
+    try:
+        shutil.rmtree(tmp, ignore_errors=True)
+        tmp.mkdir(parents=True)
+        yield tmp
+        move_into_place(tmp, final)
+    except OSError as exc:
+        raise OutputError(f"cannot write {final}: {exc.strerror or exc} (free some space or choose another "
+                          f"output folder)") from None
+    finally:
+        shutil.rmtree(tmp, ignore_errors=True)

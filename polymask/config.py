@@ -50,7 +50,7 @@ class CollapseConfig(StrictModel):
     enabled: bool = Field(True, description="measure unigram accuracy and effective rank at each evaluation")
     accuracy_margin: float = Field(
         0.01, ge=0, description="alarm when val masked accuracy <= unigram accuracy + this margin")
-    min_rank: int = Field(4, ge=1, description="alarm when the effective rank (tau 0.9) of final hidden states is lower")
+    min_rank: int = Field(3, ge=1, description="alarm when the effective rank (tau 0.9) of final hidden states is lower")
     rank_tokens: int = Field(4096, ge=64, description="validation token vectors the rank is measured on")
     after_step: int | None = Field(
         None, ge=0, description="first step an alarm may fire; default: the end of the warm-up (at least step 1)")

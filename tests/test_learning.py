@@ -24,9 +24,14 @@ from polymask.training.trainer import train
 OBJECTIVES = ("mlm", "maelm", "exlm")
 RECIPES = {  # steps and learning rate that a working objective needs on the tiny encoder
     "smiles": {"max_steps": 120, "lr": 3e-3},
-    "text": {"max_steps": 200, "lr": 3e-3},
-    "dna": {"max_steps": 200, "lr": 3e-3},
+    "text": {"max_steps": 400, "lr": 5e-3},
+    "dna": {"max_steps": 400, "lr": 5e-3},
 }
+# Text and DNA (8,192 and 4,097 tokens) need 400 steps of the tiny encoder to leave the unigram level:
+# about 10 minutes for the six runs, too long for the default suite (`make test-slow` runs them).
+# SMILES catches all three defects of issue 14 in a minute.
+MODALITIES = [pytest.param("smiles"), pytest.param("text", marks=pytest.mark.slow),
+              pytest.param("dna", marks=pytest.mark.slow)]
 MARGIN = 0.02  # accuracy above the unigram accuracy
 MIN_CONTEXT_EFFECT = 0.05  # mean total-variation distance between predictions before and after the change
 
@@ -51,7 +56,7 @@ def pretrained(tmp_path_factory: pytest.TempPathFactory, one_torch_thread: None)
 
 
 @pytest.mark.parametrize("objective", OBJECTIVES)
-@pytest.mark.parametrize("modality", sorted(RECIPES))
+@pytest.mark.parametrize("modality", MODALITIES)
 def test_objective_learns_beyond_the_unigram_accuracy(modality: str, objective: str, pretrained: Any) -> None:
     summary, _ = pretrained(modality, objective)
     assert summary["final_val_accuracy"] > summary["unigram_accuracy"] + MARGIN, summary
@@ -59,7 +64,7 @@ def test_objective_learns_beyond_the_unigram_accuracy(modality: str, objective: 
 
 
 @pytest.mark.parametrize("objective", OBJECTIVES)
-@pytest.mark.parametrize("modality", sorted(RECIPES))
+@pytest.mark.parametrize("modality", MODALITIES)
 def test_context_reaches_the_prediction_at_a_masked_position(modality: str, objective: str, pretrained: Any) -> None:
     _, run = pretrained(modality, objective)
     assert context_effect(run) > MIN_CONTEXT_EFFECT

@@ -13,7 +13,6 @@ and ``sequence_head(...)`` (weights under ``classifier.*``, task fields in the c
 from __future__ import annotations
 
 import json
-import os
 import shutil
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -23,7 +22,7 @@ import torch
 from safetensors.torch import save_file
 from tokenizers import Tokenizer
 
-from polymask.atomic_folder import move_into_place
+from polymask.atomic_folder import staged_folder
 from polymask.errors import CheckpointError, PolymaskError
 from polymask.export.model_card import CardFacts, card_facts, model_card
 from polymask.export.samples import sample_batch
@@ -188,11 +187,7 @@ def write_export(out: Path, encoder: Encoder, tokenizer: Tokenizer, max_len: int
         config_fields.update(head.config)
         weights.update(head.weights)
         architectures = ["PolymaskForSequenceClassification", *(["PolymaskForMaskedLM"] if masked_lm else [])]
-    out.parent.mkdir(parents=True, exist_ok=True)
-    tmp = out.with_name(f".tmp-{out.name}-{os.getpid()}")
-    shutil.rmtree(tmp, ignore_errors=True)
-    tmp.mkdir()
-    try:
+    with staged_folder(out) as tmp:
         _write_model(tmp, config_fields, weights, architectures, masked_lm)
         save_tokenizer(tokenizer, tmp, model_max_length=max_len)
         difference = check_export(tmp, architectures[0], encoder, batch)
@@ -203,10 +198,6 @@ def write_export(out: Path, encoder: Encoder, tokenizer: Tokenizer, max_len: int
         (tmp / "README.md").write_text(model_card(card, architectures, difference, checked, head))
         if out.exists() and not overwrite:  # created while this export ran
             raise PolymaskError(f"{out} already exists; pass --overwrite to replace it")
-        move_into_place(tmp, out)
-    except BaseException:
-        shutil.rmtree(tmp, ignore_errors=True)
-        raise
     return ExportResult(out, architectures, difference, checked, notes)
 
 

@@ -129,7 +129,7 @@ def model_card(facts: CardFacts, architectures: list[str], difference: float | N
         "hidden = model(**tokenizer(records, padding=True, return_tensors=\"pt\")).last_hidden_state",
         "```", "",
         "Prepare each record as polymask did before tokenising (`Modality.normalize`, then "
-        f"`Modality.tokenizer_input`; the modality's options are listed above): the tokenizer alone does not "
+        "`Modality.tokenizer_input`; the modality's options are listed above): the tokenizer alone does not "
         "validate or canonicalise (for example, SMILES were RDKit-canonicalised, DNA upper-cased with ambiguity "
         "codes as N and, for overlapping k-mers, written as space-separated k-mers).", "",
     ]

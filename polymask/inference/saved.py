@@ -7,14 +7,13 @@ Layout of ``<cell>/seed-N/``::
     tokenizer.json      the tokenizer, copied in (plus transformers side files)
     manifest.json       sha256 of every file above, written last
 
-The folder is written into a temporary folder and renamed into place (``move_into_place``), so a
+The folder is written into a temporary folder and renamed into place (``staged_folder``), so a
 crash never leaves a half-written model under the final name.
 """
 from __future__ import annotations
 
 import json
 import math
-import shutil
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -24,7 +23,7 @@ from safetensors import SafetensorError
 from safetensors.torch import load_file, save_file
 from tokenizers import Tokenizer
 
-from polymask.atomic_folder import move_into_place
+from polymask.atomic_folder import staged_folder
 from polymask.errors import CheckpointError
 from polymask.modalities.base import Modality
 from polymask.model.encoder import Encoder
@@ -103,15 +102,12 @@ def _json_safe(value: Any) -> Any:
 
 def save_finetuned(folder: Path, model: torch.nn.Module, tokenizer: Tokenizer, meta: dict[str, Any]) -> Path:
     """Write the fine-tuned model folder atomically; returns ``folder``."""
-    tmp = folder.with_name(f".tmp-{folder.name}")
-    shutil.rmtree(tmp, ignore_errors=True)
-    tmp.mkdir(parents=True)
-    save_file({name: tensor.detach().cpu().contiguous() for name, tensor in model.state_dict().items()},
-              str(tmp / "model.safetensors"))
-    (tmp / FINETUNED_META).write_text(json.dumps(_json_safe(meta), indent=1, allow_nan=False))
-    save_tokenizer(tokenizer, tmp)
-    write_manifest(tmp, {"format": FORMAT})
-    move_into_place(tmp, folder)
+    with staged_folder(folder) as tmp:
+        save_file({name: tensor.detach().cpu().contiguous() for name, tensor in model.state_dict().items()},
+                  str(tmp / "model.safetensors"))
+        (tmp / FINETUNED_META).write_text(json.dumps(_json_safe(meta), indent=1, allow_nan=False))
+        save_tokenizer(tokenizer, tmp)
+        write_manifest(tmp, {"format": FORMAT})
     return folder
 
 
