@@ -27,20 +27,27 @@ def _sync(device: torch.device) -> None:
         torch.cuda.synchronize(device)
 
 
-def matmul_peak(device: torch.device, dtype: torch.dtype, size: int = 2048, reps: int = 10) -> float:
-    """Sustained FLOP/s of a square ``size`` matrix product on ``device`` in ``dtype`` (best of ``reps``)."""
-    a = torch.randn(size, size, device=device, dtype=dtype)
-    b = torch.randn(size, size, device=device, dtype=dtype)
-    for _ in range(2):
-        a @ b
-    best = float("inf")
-    for _ in range(reps):
-        _sync(device)
-        start = time.perf_counter()
+def matmul_peak(device: torch.device, dtype: torch.dtype, max_size: int = 2048, seconds: float = 0.2) -> float:
+    """Sustained FLOP/s of square matrix products on ``device`` in ``dtype``: the best over sizes 128, 256, ...
+    up to ``max_size``, each timed for about ``seconds``. Sizes stop growing once one product takes longer than
+    ``seconds`` (CPUs that emulate bf16 run a 2048 product in ~90 s, and small products faster than large ones)."""
+    best, size = 0.0, 128
+    while size <= max_size:
+        a = torch.randn(size, size, device=device, dtype=dtype)
+        b = torch.randn(size, size, device=device, dtype=dtype)
         a @ b
         _sync(device)
-        best = min(best, time.perf_counter() - start)
-    return 2 * size**3 / best
+        fastest, start = float("inf"), time.perf_counter()
+        while time.perf_counter() - start < seconds:
+            began = time.perf_counter()
+            a @ b
+            _sync(device)
+            fastest = min(fastest, time.perf_counter() - began)
+        best = max(best, 2 * size**3 / fastest)
+        if fastest > seconds / 2:
+            break
+        size *= 2
+    return best
 
 
 class EncoderMeter:

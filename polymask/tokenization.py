@@ -8,7 +8,6 @@ Every polymask tokenizer is a ``tokenizers.Tokenizer`` whose first five ids are
 from __future__ import annotations
 
 import hashlib
-import json
 from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING
@@ -16,7 +15,7 @@ from typing import TYPE_CHECKING
 from tokenizers import AddedToken, Tokenizer, processors
 
 from polymask.errors import DataError
-from polymask.jsonio import atomic_path, make_dir, write_text
+from polymask.jsonio import atomic_path, dumps, make_dir, write_text
 
 if TYPE_CHECKING:
     from transformers import PreTrainedTokenizerFast
@@ -83,7 +82,7 @@ def save_tokenizer(tokenizer: Tokenizer, directory: Path, model_max_length: int 
         config["model_max_length"] = model_max_length
     with atomic_path(directory / "tokenizer.json") as tmp:
         tokenizer.save(str(tmp))
-    write_text(directory / "tokenizer_config.json", json.dumps(config, indent=1) + "\n")
+    write_text(directory / "tokenizer_config.json", dumps(config, indent=1) + "\n")
     return directory / "tokenizer.json"
 
 

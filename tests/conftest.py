@@ -110,6 +110,20 @@ def tiny_smiles_run(tmp_path_factory: pytest.TempPathFactory, small_smiles_file:
     return run
 
 
+@pytest.fixture(scope="session")
+def tiny_smiles_model(tmp_path_factory: pytest.TempPathFactory, tiny_smiles_run: Path) -> Path:
+    """A model fine-tuned from ``tiny_smiles_run`` on a few ESOL molecules (one epoch): what ``predict`` reads."""
+    import json
+
+    from polymask.cli import main
+
+    out = tmp_path_factory.mktemp("tiny-smiles-model")
+    assert main(["finetune", "--task", "moleculenet/esol", "--checkpoint", str(tiny_smiles_run), "--epochs", "1",
+                 "--max-train-examples", "64", "--max-valid-examples", "32", "--max-test-examples", "32",
+                 "--max-len", "64", "--out", str(out), "--quiet"]) == 0
+    return out / json.loads((out / "results.json").read_text())["cells"][0]["model_dir"]
+
+
 def one_line_error(capsys: pytest.CaptureFixture, code: int, *names: str) -> str:
     """Assert a CLI call ended as a user fault must: non-zero ``code``, exactly one line on stderr
     naming each of ``names``, no traceback; returns the line."""

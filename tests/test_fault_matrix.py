@@ -3,8 +3,8 @@ checkpoint), no traceback.
 
 Whole-file faults (``faults.WHOLE_FILE_FAULTS``) run through every verb that reads a user's data
 file; corrupt checkpoints (``faults.CHECKPOINT_CORRUPTIONS``) through every verb that loads one.
-A new verb joins a matrix with one entry in ``DATA_VERBS`` or ``CHECKPOINT_VERBS`` (``predict``
-will: its arguments from the faulty file, the tmp folder and a fine-tuned model).
+A new verb joins a matrix with one entry in ``DATA_VERBS`` (and ``DATA_VERB_SOURCES`` if it reads
+something other than a pretraining run) or ``CHECKPOINT_VERBS``.
 """
 from __future__ import annotations
 
@@ -30,14 +30,20 @@ def regression_task(data: Path, folder: Path) -> Path:
     return spec
 
 
-#: verb -> argv for a faulty data file (args: the file, a scratch folder, a pretrained run).
+#: verb -> argv for a faulty data file (args: the file, a scratch folder, the verb's source: a run or a model).
 DATA_VERBS: dict[str, Callable[[Path, Path, Path], list[str]]] = {
     "train": lambda data, tmp, run: ["train", "--modality", "smiles", "--objective", "mlm", "--data", str(data),
                                      "--column", "smiles", "--out", str(tmp / "run"), *TINY],
     "finetune": lambda data, tmp, run: ["finetune", "--task", str(regression_task(data, tmp)), "--checkpoint", str(run),
                                         "--data-dir", str(data.parent), "--epochs", "1", "--quiet",
                                         "--out", str(tmp / "finetune")],
+    "embed": lambda data, tmp, run: ["embed", "--checkpoint", str(run), "--data", str(data), "--column", "smiles",
+                                     "--quiet", "--out", str(tmp / "X.npy")],
+    "predict": lambda data, tmp, model: ["predict", "--model", str(model), "--data", str(data), "--column", "smiles",
+                                         "--quiet", "--out", str(tmp / "predictions.csv")],
 }
+#: the fixture giving a verb's source when it is not the pretraining run ``tiny_smiles_run``.
+DATA_VERB_SOURCES = {"predict": "tiny_smiles_model"}
 
 #: verb -> argv for a (damaged) run folder (args: the run, a scratch folder, a small corpus file).
 CHECKPOINT_VERBS: dict[str, Callable[[Path, Path, Path], list[str]]] = {
@@ -46,18 +52,22 @@ CHECKPOINT_VERBS: dict[str, Callable[[Path, Path, Path], list[str]]] = {
                                         "--quiet", "--out", str(tmp / "finetune")],
     "analyze": lambda run, tmp, data: ["analyze", "rank", "--checkpoint", str(run), "--data", str(data),
                                        "--out", str(tmp / "rank")],
+    "embed": lambda run, tmp, data: ["embed", "--checkpoint", str(run), "--data", str(data), "--quiet",
+                                     "--out", str(tmp / "X.npy")],
+    "export": lambda run, tmp, data: ["export", "--checkpoint", str(run), "--out", str(tmp / "hf")],
 }
 
 
 @pytest.mark.parametrize("verb", DATA_VERBS)
 @pytest.mark.parametrize("kind", WHOLE_FILE_FAULTS)
-def test_whole_file_faults_end_in_one_line(kind, verb, tmp_path, tiny_smiles_run, capsys, monkeypatch):
+def test_whole_file_faults_end_in_one_line(kind, verb, tmp_path, request, capsys, monkeypatch):
     folder = tmp_path / "data"
     folder.mkdir()
     data = WHOLE_FILE_FAULTS[kind](folder)
     if kind == "unreadable file":
         unreadable(data, monkeypatch)
-    argv = DATA_VERBS[verb](data, tmp_path, tiny_smiles_run)
+    source = request.getfixturevalue(DATA_VERB_SOURCES.get(verb, "tiny_smiles_run"))
+    argv = DATA_VERBS[verb](data, tmp_path, source)
     one_line_error(capsys, main(argv), data.name)
 
 

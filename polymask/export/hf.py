@@ -12,7 +12,6 @@ and ``sequence_head(...)`` (weights under ``classifier.*``, task fields in the c
 """
 from __future__ import annotations
 
-import json
 import shutil
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -22,6 +21,7 @@ import torch
 from safetensors.torch import save_file
 from tokenizers import Tokenizer
 
+from polymask import jsonio
 from polymask.atomic_folder import staged_folder
 from polymask.errors import CheckpointError, PolymaskError
 from polymask.export.model_card import CardFacts, card_facts, model_card
@@ -212,6 +212,6 @@ def export_checkpoint(path: Path, out: Path, overwrite: bool = False) -> ExportR
 
 def export_summary(result: ExportResult) -> str:
     """One JSON line for the command line."""
-    return json.dumps({"out": str(result.folder), "architectures": result.architectures,
+    return jsonio.dumps({"out": str(result.folder), "architectures": result.architectures,
                        "max_abs_diff_hidden": result.max_abs_diff, "checked_records": result.checked_records,
                        "notes": result.notes})

@@ -30,6 +30,13 @@ def _check_suffix(out: Path, formats: tuple[str, ...]) -> None:
         raise DataError(f"--out {out}: give a file ending in {' or '.join(formats)}")
 
 
+def _require_a_usable_row(data: Path, reasons: list[str | None]) -> None:
+    """A file none of whose rows can be used is a user fault (a wrong delimiter, the wrong column), not an
+    output of empty predictions: fail naming the file and the first row's reason."""
+    if reasons and all(reason is not None for reason in reasons):
+        raise DataError(f"{data}: none of its {len(reasons)} rows is usable; the first: {reasons[0]}")
+
+
 def _input_table(args: argparse.Namespace, applied: Any) -> Any:
     from polymask.inference.table import read_input_table
 
@@ -48,12 +55,14 @@ def _write_table(frame: Any, out: Path) -> None:
 def cmd_predict(args: argparse.Namespace) -> int:
     import pandas as pd
 
+    from polymask.inference.columns import REASON
     from polymask.inference.model import load_model
 
     _check_suffix(args.out, PREDICT_FORMATS)
     model = load_model(args.model, args.device)
     table = _input_table(args, model)
     applied = model.predict_inputs(table.inputs, table.reasons, args.batch_size, progress=not args.quiet)
+    _require_a_usable_row(args.data, [reason if isinstance(reason, str) else None for reason in applied.frame[REASON]])
     clashes = [name for name in applied.frame.columns if name in table.frame.columns]
     if clashes:
         raise DataError(f"{args.data} already has the column(s) {clashes} that predict writes; rename them")
@@ -88,6 +97,7 @@ def cmd_embed(args: argparse.Namespace) -> int:
     embedder = _embedder(args.checkpoint, args.device)
     table = _input_table(args, embedder)
     encoded = embedder.encode_inputs(table.inputs, table.reasons)
+    _require_a_usable_row(args.data, encoded.reasons)
     vectors = embedder.embed_encoded(encoded, args.pool, args.batch_size, progress=not args.quiet)
     accepted = encoded.accepted
     frame = table.frame.reset_index(drop=True)

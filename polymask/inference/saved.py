@@ -13,7 +13,6 @@ crash never leaves a half-written model under the final name.
 from __future__ import annotations
 
 import json
-import math
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -23,6 +22,7 @@ from safetensors import SafetensorError
 from safetensors.torch import load_file, save_file
 from tokenizers import Tokenizer
 
+from polymask import jsonio
 from polymask.atomic_folder import staged_folder
 from polymask.errors import CheckpointError
 from polymask.modalities.base import Modality
@@ -89,23 +89,12 @@ def finetuned_meta(spec: TaskSpec, label_names: list[str], n_outputs: int, modal
     }
 
 
-def _json_safe(value: Any) -> Any:
-    """NaN and infinities become null (standard JSON)."""
-    if isinstance(value, float) and not math.isfinite(value):
-        return None
-    if isinstance(value, dict):
-        return {key: _json_safe(item) for key, item in value.items()}
-    if isinstance(value, (list, tuple)):
-        return [_json_safe(item) for item in value]
-    return value
-
-
 def save_finetuned(folder: Path, model: torch.nn.Module, tokenizer: Tokenizer, meta: dict[str, Any]) -> Path:
     """Write the fine-tuned model folder atomically; returns ``folder``."""
     with staged_folder(folder) as tmp:
         save_file({name: tensor.detach().cpu().contiguous() for name, tensor in model.state_dict().items()},
                   str(tmp / "model.safetensors"))
-        (tmp / FINETUNED_META).write_text(json.dumps(_json_safe(meta), indent=1, allow_nan=False))
+        (tmp / FINETUNED_META).write_text(jsonio.dumps(meta, indent=1))
         save_tokenizer(tokenizer, tmp)
         write_manifest(tmp, {"format": FORMAT})
     return folder

@@ -247,12 +247,9 @@ class LoadedCheckpoint:
         return PretrainedEncoder(self, device).embed(records, pool, batch_size, with_reasons=with_reasons)
 
     def build_encoder(self) -> Encoder:
-        """A fresh encoder holding the checkpoint's ``encoder.*`` weights (objective modules dropped)."""
-        encoder = Encoder(self.encoder_config, self.vocab_size)
-        weights = {k.removeprefix("encoder."): v for k, v in self.weights.items() if k.startswith("encoder.")}
-        check_weights(encoder.state_dict(), weights, f"{self.folder}/model.safetensors")
-        encoder.load_state_dict(weights)
-        return encoder
+        """The encoder with the checkpoint's weights, objective modules dropped; the whole checkpoint is checked
+        first, so a tensor that no part of the pretraining model has is refused like a missing one."""
+        return self.build_objective().encoder
 
 
 def upgrade_legacy_configs(run_config: dict[str, Any], encoder_config: dict[str, Any]) -> None:
