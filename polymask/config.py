@@ -71,6 +71,9 @@ class TrainConfig(StrictModel):
     betas: tuple[float, float] = Field((0.9, 0.98), description="AdamW betas")
     eps: float = Field(1e-6, gt=0, description="AdamW epsilon")
     grad_clip: float | None = Field(1.0, gt=0, description="gradient-norm clipping; null disables")
+    absent_token_bias: float | None = Field(
+        -10.0, description="initial output bias of the tokens the training split never holds (they are never "
+                           "targets; see docs/smiles.md); null: every bias starts at 0. Not applied when streaming")
     max_nonfinite_steps: int = Field(
         5, ge=1, description="a step with a non-finite loss or gradient is skipped and counted; this many in a row "
                              "stop the run")

@@ -11,11 +11,13 @@ class ConfigError(PolymaskError, ValueError):
 
 
 class InvalidRecord(PolymaskError, ValueError):
-    """One input record that cannot be used; ``reason`` says why."""
+    """One input record that cannot be used; ``reason`` says why, ``kind`` is the reason without the record's
+    particulars (atom numbers, lengths), under which the run's report counts it."""
 
-    def __init__(self, reason: str) -> None:
+    def __init__(self, reason: str, kind: str | None = None) -> None:
         super().__init__(reason)
         self.reason = reason
+        self.kind = kind or reason
 
 
 class DataError(PolymaskError):

@@ -50,8 +50,12 @@ class SpecialIds:
 
 def add_special_token_processing(tokenizer: Tokenizer) -> Tokenizer:
     """Mark the five specials as special (skipped when decoding) and install the
-    [CLS] a [SEP] / [CLS] a [SEP] b [SEP] post-processor."""
+    [CLS] a [SEP] / [CLS] a [SEP] b [SEP] post-processor. The ids must run 0..n-1 (the embedding has one row
+    per id): a vocabulary listing a token twice would leave a hole."""
     ids = SpecialIds.of(tokenizer)
+    used = sorted(tokenizer.get_vocab().values())
+    if used != list(range(len(used))):
+        raise ValueError(f"token ids are not 0..{len(used) - 1}: the vocabulary lists a token twice or skips an id")
     tokenizer.add_special_tokens([AddedToken(token, special=True) for token in SPECIAL_TOKENS])
     tokenizer.post_processor = processors.TemplateProcessing(
         single="[CLS] $A [SEP]",

@@ -47,3 +47,28 @@ def test_gradients_reach_the_encoder():
     model(sample_batch(), torch.Generator().manual_seed(0)).loss.backward()
     assert model.encoder.embed.weight.grad.abs().sum() > 0
     assert model.encoder.blocks[0].attn.qkv.weight.grad.abs().sum() > 0
+
+
+
+def test_absent_tokens_start_with_a_low_output_bias_in_every_head():
+    import numpy as np
+
+    model = make_mlm()
+    counts = np.zeros(40, dtype=np.int64)
+    counts[[2, 3, *range(5, 20)]] = 7
+    assert model.lower_absent_tokens(counts, -10.0) == 20  # ids 20..39; the specials 0, 1 and 4 are left alone
+    assert torch.equal(model.head.bias[20:], torch.full((20,), -10.0)) and not model.head.bias[:20].any()
+
+
+def test_a_run_lowers_the_bias_of_the_tokens_its_corpus_never_holds(tmp_path):
+    import numpy as np
+
+    from polymask.training.checkpoint import load_checkpoint
+    from polymask.training.trainer import train
+
+    train({"modality": {"name": "smiles"}, "objective": {"name": "maelm"}, "model": {"preset": "tiny"},
+           "data": {"max_len": 64}, "train": {"max_steps": 1, "lr": 1e-9, "warmup_steps": 1, "progress": False},
+           "out": str(tmp_path / "run")})
+    bias = load_checkpoint(tmp_path / "run").weights["head.bias"].numpy()
+    # the built-in SMILES vocabulary spells any bracket atom (504 tokens); its corpus holds about 100 of them
+    assert (bias < -9.9).sum() > 300 and (np.abs(bias) < 1e-3).sum() > 80

@@ -118,6 +118,25 @@ def test_builtin_tokenizers_load_in_transformers(name):
     assert pair[0] == tokenizer.cls_token_id and pair.count(tokenizer.sep_token_id) == 2
 
 
+@pytest.mark.parametrize("name", ["smiles", "dna", "dna-6mer-overlap", "text"])
+def test_builtin_tokenizer_ids_run_without_a_hole(name):
+    """The embedding has a row per id: a vocabulary listing a token twice would leave an id past the end."""
+    from polymask.tokenization import load_tokenizer
+
+    tokenizer = load_tokenizer(builtin_dir("tokenizers") / name)
+    assert sorted(tokenizer.get_vocab().values()) == list(range(tokenizer.get_vocab_size()))
+
+
+def test_a_vocabulary_with_a_repeated_token_is_refused():
+    from tokenizers import Tokenizer, models
+
+    from polymask.tokenization import add_special_token_processing
+
+    vocab = {token: index for index, token in enumerate([*SPECIAL_TOKENS, "A", "A", "C"])}  # "A" at 6: no id 5
+    with pytest.raises(ValueError, match="not 0..6"):
+        add_special_token_processing(Tokenizer(models.WordLevel(vocab, unk_token="[UNK]")))
+
+
 def test_tokenizer_cli_builds_a_tokenizer(tmp_path):
     from polymask.cli import main
     from polymask.tokenization import load_tokenizer

@@ -34,14 +34,14 @@ from polymask.locks import FolderLock, acquire
 from polymask.modalities.base import Modality
 from polymask.tokenization import fingerprint
 
-PIPELINE_VERSION = 2
+PIPELINE_VERSION = 3
 HASH_CONTENT_LIMIT = 256 * 2**20
 SKIPPED_EXAMPLES = 10
 RAW_FEATURES = Features({"source": Value("string"), "line": Value("int64"), "text": Value("string"),
-                         "reason": Value("string")})
+                         "reason": Value("string"), "kind": Value("string")})
 TOKEN_FEATURES = Features({"input_ids": ListFeature(Value("int32")), "length": Value("int32"), "text": Value("string"),
                            "unknown": Value("int32"), "source": Value("string"), "line": Value("int64"),
-                           "reason": Value("string")})
+                           "reason": Value("string"), "kind": Value("string"), "changes": ListFeature(Value("string"))})
 
 
 @dataclass
@@ -55,7 +55,23 @@ class CorpusReport:
     tokens: int = 0
     unknown_tokens: int = 0
     skipped_examples: list[dict] = field(default_factory=list)
+    #: skipped records per kind of reason ("RDKit: AtomValenceException", "longer than max_len - 2 = 126 tokens")
+    skipped_by_reason: dict[str, int] = field(default_factory=dict)
+    #: records each optional normalisation step changed (SMILES standardisation: "largest_fragment", ...)
+    changed_by_step: dict[str, int] = field(default_factory=dict)
     cache: str = ""
+
+    def count_skipped(self, entry: dict) -> None:
+        """Count one skipped record (``entry``: source, line, reason, kind)."""
+        self.skipped += 1
+        if len(self.skipped_examples) < SKIPPED_EXAMPLES:
+            self.skipped_examples.append({key: entry[key] for key in ("source", "line", "reason")})
+        self.skipped_by_reason[entry["kind"]] = self.skipped_by_reason.get(entry["kind"], 0) + 1
+
+    def count_changes(self, changes: Sequence[str], times: int = 1) -> None:
+        """Count ``times`` records that the normalisation steps ``changes`` changed."""
+        for step in changes:
+            self.changed_by_step[step] = self.changed_by_step.get(step, 0) + times
 
 
 @dataclass
@@ -158,17 +174,14 @@ def _build_into(tmp: Path, name: str, modality: Modality, tokenizer: Tokenizer, 
     else:
         if not any(next(read_records(Path(p), column, modality.default_columns), None) for p in sources):
             raise DataError(f"no records in {', '.join(map(str, sources))} (only blank or comment lines)")
-        rows = Dataset.from_generator(
-            pipeline.record_rows, cache_dir=str(tmp / "hf"), features=RAW_FEATURES,
-            num_proc=workers if workers and len(sources) > 1 else None,
-            gen_kwargs={"paths": [str(p) for p in sources], "column": column,  # a list: sharded over processes
-                        "default_columns": tuple(modality.default_columns)})
+        rows = pipeline.raw_rows([str(p) for p in sources], column, tuple(modality.default_columns),
+                                 RAW_FEATURES, tmp / "hf" / "raw.arrow")
     report = CorpusReport(records=len(rows))
     normalized = rows.map(pipeline.normalize_batch, batched=True, num_proc=workers, fn_kwargs={"modality": modality},
                           new_fingerprint=f"{name}-normalized", load_from_cache_file=False)
     invalid = normalized.filter(lambda batch: [r is not None for r in batch["reason"]], batched=True,
                                 num_proc=workers, new_fingerprint=f"{name}-invalid")
-    skipped = [{"source": r["source"], "line": r["line"], "reason": r["reason"]} for r in invalid]
+    skipped = [{"source": r["source"], "line": r["line"], "reason": r["reason"], "kind": r["kind"]} for r in invalid]
     if strict and skipped:
         raise strict_error(skipped[0])
     valid_rows = normalized.filter(lambda batch: [r is None for r in batch["reason"]], batched=True,
@@ -191,7 +204,10 @@ def _build_into(tmp: Path, name: str, modality: Modality, tokenizer: Tokenizer, 
         report.unknown_tokens += int(pc.sum(tokenized.data.column("unknown")).as_py() or 0)
         too_long = tokenized.filter(lambda batch: [r is not None for r in batch["reason"]], batched=True,
                                     new_fingerprint=f"{name}-{part}-skipped")
-        skipped += [{"source": r["source"], "line": r["line"], "reason": r["reason"]} for r in too_long]
+        skipped += [{"source": r["source"], "line": r["line"], "reason": r["reason"], "kind": r["kind"]}
+                    for r in too_long]
+        for count in pc.value_counts(pc.list_flatten(tokenized.data.column("changes"))).to_pylist():
+            report.count_changes([count["values"]], count["counts"])
         sequences = tokenized.filter(lambda batch: [n > 0 for n in batch["length"]], batched=True, num_proc=workers,
                                      new_fingerprint=f"{name}-{part}-kept")
         sequences = sequences.select_columns(["input_ids", "length", *(["text"] if keep_text else [])])
@@ -204,8 +220,8 @@ def _build_into(tmp: Path, name: str, modality: Modality, tokenizer: Tokenizer, 
     if report.train_sequences == 0:
         raise DataError(f"the corpus yields no training sequences ({report.records} records read, {len(skipped)} "
                         f"skipped, {report.valid_sequences} held out for validation)")
-    report.skipped = len(skipped)
-    report.skipped_examples = skipped[:SKIPPED_EXAMPLES]
+    for entry in skipped:
+        report.count_skipped(entry)
     with open(tmp / "skipped.jsonl", "w") as handle:
         for item in skipped:
             handle.write(dumps(item) + "\n")

@@ -13,15 +13,27 @@ from polymask.modalities.base import Modality
 
 
 def _blank(text: str) -> bool:
+    if text.isprintable():  # no control, format or separator characters but the space (the common case, fast)
+        return not text.strip()
     return all(char.isspace() or unicodedata.category(char).startswith("C") for char in text)
 
 
-def normalize_record(modality: Modality, text: str) -> str:
-    """``modality.normalize(text)`` after the shared checks; raises ``InvalidRecord`` with the reason."""
+def _check(modality: Modality, text: str) -> None:
     if text and _blank(text):
         raise InvalidRecord("only whitespace or control characters")
     limit = modality.config.max_chars
     if limit is not None and len(text) > limit:
         raise InvalidRecord(f"{len(text):,} characters, over the {modality.name} limit of {limit:,} "
-                            f"(modality.max_chars)")
+                            f"(modality.max_chars)", kind=f"longer than modality.max_chars ({limit:,})")
+
+
+def normalize_record(modality: Modality, text: str) -> str:
+    """``modality.normalize(text)`` after the shared checks; raises ``InvalidRecord`` with the reason."""
+    _check(modality, text)
     return modality.normalize(text)
+
+
+def normalize_record_with_changes(modality: Modality, text: str) -> tuple[str, tuple[str, ...]]:
+    """``normalize_record``, and the optional normalisation steps that changed the record."""
+    _check(modality, text)
+    return modality.normalize_with_changes(text)

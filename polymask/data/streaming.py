@@ -72,6 +72,7 @@ class StreamingBatches:
             self.report.records += 1
             if row["reason"] is not None:
                 self._skip(row, 0)
+            self.report.count_changes(row["changes"])
         rows = [head[i] for i in kept]
         self.report.valid_sequences = len(rows)
         features = Features({"input_ids": ListFeature(Value("int32")), "length": Value("int32")})
@@ -87,17 +88,16 @@ class StreamingBatches:
             if row["reason"] is not None:
                 self._skip(row, epoch)
             elif row["length"] > 0:
+                self.report.count_changes(row["changes"] if epoch == 0 else ())
                 yield row
 
     def _skip(self, row: dict, epoch: int) -> None:
         if epoch:
             return  # reported during the first epoch already
-        entry = {"source": row["source"], "line": row["line"], "reason": row["reason"]}
+        entry = {"source": row["source"], "line": row["line"], "reason": row["reason"], "kind": row["kind"]}
         if self.strict:
             raise strict_error(entry)
-        self.report.skipped += 1
-        if len(self.report.skipped_examples) < 10:
-            self.report.skipped_examples.append(entry)
+        self.report.count_skipped(entry)
         if self.skipped_file is not None:
             append_jsonl(self.skipped_file, entry)
 

@@ -26,6 +26,13 @@ class TokenStore:
         offsets = self._offsets[chunk]
         return self._values[chunk][offsets[local]:offsets[local + 1]]
 
+    def token_counts(self, vocab_size: int) -> np.ndarray:
+        """How often each token id occurs in the stored sequences (length ``vocab_size``)."""
+        counts = np.zeros(vocab_size, dtype=np.int64)
+        for values in self._values:
+            counts += np.bincount(values, minlength=vocab_size)[:vocab_size]
+        return counts
+
     def texts(self, indices: np.ndarray) -> list[str]:
         """The normalised texts of these sequences (kept only when augmentation is on)."""
         return self.dataset.select(indices.tolist())["text"]

@@ -54,6 +54,11 @@ class Modality:
         """Validate and canonicalise one record; raise ``InvalidRecord(reason)`` if unusable."""
         raise NotImplementedError
 
+    def normalize_with_changes(self, text: str) -> tuple[str, tuple[str, ...]]:
+        """``normalize``, and the names of the optional steps that changed the record (the run's report counts
+        them per step; SMILES standardisation reports its steps)."""
+        return self.normalize(text), ()
+
     def augment(self, text: str, rng: random.Random) -> str:
         """A random variant of a normalised record (identity by default)."""
         return text

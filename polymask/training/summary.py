@@ -56,6 +56,8 @@ def write_summary(trainer: "Trainer", last_eval: dict[str, Any], wall_time: floa
         "records": report.records,
         "skipped_records": report.skipped,
         "skipped_examples": report.skipped_examples,
+        "skipped_by_reason": report.skipped_by_reason,
+        "changed_by_step": report.changed_by_step,
         "unknown_tokens": report.unknown_tokens,
         "train_sequences": report.train_sequences,
         "valid_sequences": report.valid_sequences,
@@ -76,7 +78,8 @@ def write_summary(trainer: "Trainer", last_eval: dict[str, Any], wall_time: floa
 
 def format_summary(summary: dict[str, Any]) -> str:
     """The summary as a two-column Markdown table."""
-    rows = [(key, value) for key, value in summary.items() if key not in ("skipped_examples", "collapse")]
+    rows = [(key, value) for key, value in summary.items()
+            if key not in ("skipped_examples", "skipped_by_reason", "changed_by_step", "collapse")]
     lines = ["| metric | value |", "|---|---|"]
     for key, value in rows:
         shown = f"{value:.4f}" if isinstance(value, float) and key.endswith(("loss", "accuracy")) else value
@@ -91,4 +94,11 @@ def format_summary(summary: dict[str, Any]) -> str:
         lines.append("")
         lines.append(f"{summary['skipped_records']} invalid records skipped (all listed in skipped_records.jsonl), e.g.:")
         lines.extend(f"  {e['source']}:{e['line']}: {e['reason']}" for e in summary["skipped_examples"][:5])
+        lines.append("by reason:")
+        lines.extend(f"  {count:,} {kind}" for kind, count in sorted(summary.get("skipped_by_reason", {}).items(),
+                                                                    key=lambda item: -item[1]))
+    if summary.get("changed_by_step"):
+        lines.append("")
+        lines.append("records changed by each normalisation step: " + ", ".join(
+            f"{step} {count:,}" for step, count in summary["changed_by_step"].items()))
     return "\n".join(lines)

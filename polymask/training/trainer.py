@@ -21,6 +21,7 @@ from typing import Any
 
 import torch
 from datasets import Dataset
+from tokenizers import Tokenizer
 from torch.distributed.checkpoint.state_dict import StateDictOptions, get_state_dict, set_state_dict
 
 from polymask.config import RunConfig, build_run_config
@@ -65,7 +66,8 @@ class TrainState(StreamPosition):
 class Trainer:
     """Builds the run from a ``RunConfig`` and trains it; see ``train()``."""
 
-    def __init__(self, config: RunConfig, data: Dataset | None = None, run_dir: Path | None = None) -> None:
+    def __init__(self, config: RunConfig, data: Dataset | None = None, run_dir: Path | None = None,
+                 tokenizer: Tokenizer | None = None) -> None:
         self.config = config
         train_config = config.train
         self.dist = init_distributed(train_config.device)
@@ -75,12 +77,12 @@ class Trainer:
             make_dir(self.run_dir)
             self.run_lock = lock_run_folder(self.run_dir)
         try:
-            self._build(data)
+            self._build(data, tokenizer)
         except BaseException:
             self.close()
             raise
 
-    def _build(self, data: Dataset | None) -> None:
+    def _build(self, data: Dataset | None, tokenizer: Tokenizer | None) -> None:
         config = self.config
         train_config = config.train
         if train_config.threads:
@@ -91,7 +93,7 @@ class Trainer:
         random.seed(train_config.seed)
 
         self.modality = build_modality(config.modality)
-        self.tokenizer = self.modality.load_tokenizer()
+        self.tokenizer = tokenizer or self.modality.load_tokenizer()
         self.specials = SpecialIds.of(self.tokenizer)
         self._prepare_data(data)
 
@@ -99,6 +101,8 @@ class Trainer:
         encoder_config = config.model.model_copy(update=objective_cls.encoder_overrides(config.objective))
         self.encoder = Encoder(encoder_config, self.tokenizer.get_vocab_size())
         self.model = objective_cls(config.objective, self.encoder, self.specials, self.modality.mask_span).to(self.device)
+        if train_config.absent_token_bias is not None and self.train_token_counts is not None:
+            self.model.lower_absent_tokens(self.train_token_counts, train_config.absent_token_bias)
         if train_config.compile:
             self.encoder.compile()
         self.train_model = wrap_model(self.model, self.dist, self.device, train_config.parallel)
@@ -131,6 +135,7 @@ class Trainer:
                 strict=config.data.strict)
             self.valid_store = self.batches.validation_store()
             self.corpus_report = self.batches.report
+            self.train_token_counts = None  # unknown until the stream has been read
             return
 
         def prepare() -> Any:
@@ -146,6 +151,7 @@ class Trainer:
         sampler = BatchSampler(corpus.train.lengths, config.train.batch_size, config.train.seed, config.data.batching,
                                config.data.bucket_pool)
         self.batches = IndexedBatches(corpus.train, sampler)
+        self.train_token_counts = corpus.train.token_counts(self.tokenizer.get_vocab_size())
         self.valid_store = corpus.valid
         self.corpus_report: CorpusReport = corpus.report
         self.skipped_file = corpus.skipped_file
@@ -398,10 +404,11 @@ def train(config: RunConfig | dict[str, Any] | None = None, *, data: Dataset | N
     checkpoint's own config is used. ``data``: a ``datasets.Dataset`` instead of corpus files.
     Under ``torchrun`` the summary is returned on rank 0 (other ranks return an empty dict).
     """
-    run_dir = None
+    run_dir, tokenizer = None, None
     if resume is not None:
         checkpoint_config = load_checkpoint(Path(resume))
         run_dir = checkpoint_config.folder.parent.parent
+        tokenizer = checkpoint_config.tokenizer  # the one it was trained with, whatever the built-in is now
         if config is None:
             config = checkpoint_config.config
             config["train"]["stop_after_steps"] = None  # a per-invocation limit, not part of the run
@@ -409,7 +416,7 @@ def train(config: RunConfig | dict[str, Any] | None = None, *, data: Dataset | N
         raise ValueError("train() needs a config (or resume=DIR)")
     if not isinstance(config, RunConfig):
         config = build_run_config(config)
-    trainer = Trainer(config, data=data, run_dir=run_dir)
+    trainer = Trainer(config, data=data, run_dir=run_dir, tokenizer=tokenizer)
     if resume is not None:
         trainer.restore(Path(resume))
     return trainer.fit()
