@@ -140,8 +140,14 @@ def cmd_bench(args: argparse.Namespace) -> int:
 
 def cmd_export(args: argparse.Namespace) -> int:
     from polymask.export.hf import export_checkpoint, export_summary
+    from polymask.inference.saved import is_finetuned
 
-    print(export_summary(export_checkpoint(args.checkpoint, args.out, args.overwrite)))
+    if is_finetuned(args.checkpoint):
+        from polymask.export.finetuned import export_finetuned
+
+        print(export_summary(export_finetuned(args.checkpoint, args.out, args.overwrite)))
+    else:
+        print(export_summary(export_checkpoint(args.checkpoint, args.out, args.overwrite)))
     return 0
 
 
@@ -208,7 +214,9 @@ def _add_export(sub: argparse._SubParsersAction) -> None:
         description="Write a checkpoint as a Hugging Face folder: config, safetensors weights, tokenizer, model card "
                     "and the model code (torch + transformers only; load with trust_remote_code=True). The export "
                     "is checked against polymask's encoder before it is written.")
-    parser.add_argument("--checkpoint", type=Path, required=True, help="run or checkpoint folder")
+    parser.add_argument("--checkpoint", type=Path, required=True,
+                        help="run or checkpoint folder, or a fine-tuned model folder (its task head loads with "
+                             "AutoModelForSequenceClassification)")
     parser.add_argument("--out", type=Path, required=True, help="folder to write (ready for push_to_hub)")
     parser.add_argument("--overwrite", action="store_true", help="replace --out if it exists")
     parser.add_argument("--plugin", action="append",

@@ -144,3 +144,25 @@ def test_exlm_export_takes_2d_positions_like_the_expanded_pretraining_input(load
         else expansion.attention_mask
     assert int(positions[..., 1].max()) == objective.config.k
     assert (expected[slots] - got[slots]).abs().max() < 1e-5
+
+
+def test_a_fine_tuned_model_folder_exports_for_sequence_classification(tiny_smiles_model, tmp_path, capsys):
+    """`polymask export` of a `polymask finetune` model: AutoModelForSequenceClassification gives the saved
+    model's predictions, in the regression target's original units."""
+    from transformers import AutoModelForSequenceClassification, AutoTokenizer
+
+    from polymask.inference.model import load_model
+
+    out = tmp_path / "hf-esol"
+    assert main(["export", "--checkpoint", str(tiny_smiles_model), "--out", str(out)]) == 0
+    assert json.loads(capsys.readouterr().out)["max_abs_diff_hidden"] < 1e-4
+    model = load_model(tiny_smiles_model, device="cpu")
+    records = ["CCO", "c1ccccc1O", "CC(=O)Nc1ccc(O)cc1"]
+    expected = model.predict(records).iloc[:, 0].to_numpy()
+    tokenizer = AutoTokenizer.from_pretrained(str(out))
+    exported = AutoModelForSequenceClassification.from_pretrained(str(out), trust_remote_code=True).eval()
+    normalised = [model.modality.normalize(text) for text in records]
+    with torch.no_grad():
+        got = exported(**tokenizer(normalised, padding=True, return_tensors="pt")).logits[:, 0].numpy()
+    assert abs(got - expected).max() < 1e-4
+    assert "fine-tuned on | moleculenet/esol" in (out / "README.md").read_text()

@@ -40,6 +40,7 @@ class CardFacts:
     max_steps: int | None
     validation: dict[str, Any] = field(default_factory=dict)  # val_loss / val_accuracy at the checkpoint's step
     records: int | None = None
+    task: dict[str, Any] | None = None  # a fine-tuned model's task: key, metric, validation scores, seed
 
 
 def _run_dir(folder: Path) -> Path | None:
@@ -118,6 +119,9 @@ def model_card(facts: CardFacts, architectures: list[str], difference: float | N
         f"| validation masked-token accuracy | {_number(validation.get('val_accuracy'))} "
         f"(loss {_number(validation.get('val_loss'))}, at step {_number(validation.get('step'))}) |",
         f"| tokenizer | {facts.vocab_size} tokens, at most {facts.max_len} per sequence ([CLS] ... [SEP]) |",
+        *([f"| fine-tuned on | {facts.task['key']} (seed {facts.task['seed']}); validation "
+           + ", ".join(f"{name} {_number(value)}" for name, value in facts.task["valid"].items()) + " |"]
+          if facts.task else []),
         "",
         "## Use", "",
         "The architecture is polymask's own (shipped as `modeling_polymask.py`, which imports only torch and "

@@ -2,6 +2,7 @@
 from __future__ import annotations
 
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 import torch
 from tokenizers import Tokenizer
@@ -9,24 +10,35 @@ from tokenizers import Tokenizer
 from polymask.errors import DataError, InvalidRecord
 from polymask.training.checkpoint import LoadedCheckpoint
 
+if TYPE_CHECKING:
+    from polymask.modalities.base import Modality
+
 
 def sample_texts(checkpoint: LoadedCheckpoint, count: int = 8, scan: int = 200) -> list[str]:
     """``count`` tokenizer inputs of varied lengths from the first ``scan`` valid records of the corpus the
     checkpoint was trained on (its data paths, else the modality's built-in corpus); [] when unreadable."""
     from polymask.config import build_run_config
-    from polymask.data.readers import read_records
     from polymask.modalities import build_modality
 
     config = build_run_config(checkpoint.config)
     modality = build_modality(config.modality)
+    return sample_records(modality, [Path(p) for p in config.data.paths], config.data.column, count, scan)
+
+
+def sample_records(modality: "Modality", paths: list[Path], column: str | None = None, count: int = 8,
+                   scan: int = 200) -> list[str]:
+    """``count`` tokenizer inputs of varied lengths from the first ``scan`` valid records of ``paths`` (none
+    given: the modality's built-in corpus); [] when nothing can be read."""
+    from polymask.data.readers import read_records
+
     try:
-        paths = [Path(p) for p in config.data.paths] or modality.corpus_paths()
+        paths = paths or modality.corpus_paths()
     except DataError:
         return []
     texts: list[str] = []
     for path in paths:
         try:
-            for record in read_records(path, config.data.column, modality.default_columns):
+            for record in read_records(path, column, modality.default_columns):
                 try:
                     texts.append(modality.tokenizer_input(modality.normalize(record.text)))
                 except InvalidRecord:

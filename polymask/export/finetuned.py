@@ -1,0 +1,42 @@
+"""``polymask export`` of a fine-tuned model folder: the fine-tuned encoder with its task head, loaded by
+``AutoModelForSequenceClassification`` (and ``AutoModel``), checked against polymask before it is written.
+
+Regression heads come out in the targets' original units (the saved mean and std are folded into the
+layer); binary tasks as one sigmoid output per task, multiclass tasks as softmax over the classes. Span
+(question-answering) models are not exported.
+"""
+from __future__ import annotations
+
+from pathlib import Path
+
+from polymask.errors import PolymaskError
+from polymask.export.hf import ExportResult, sequence_head, write_export
+from polymask.export.model_card import CardFacts
+from polymask.export.samples import encode_padded, sample_records
+
+
+def export_finetuned(path: Path, out: Path, overwrite: bool = False) -> ExportResult:
+    """Export the fine-tuned model folder ``path`` to the folder ``out``."""
+    from polymask.inference.model import load_model
+
+    model = load_model(path, device="cpu")
+    meta, task = model.meta, model.task
+    if task["kind"] == "span":
+        raise PolymaskError(f"{path}: a span (question-answering) model; polymask export writes pretrained "
+                            f"encoders and sequence-level models (regression, classification)")
+    names = task["class_names"] if task["kind"] == "multiclass" else task["label_names"]
+    normalisation = meta.get("normalisation") or {}
+    head = sequence_head(model.network.head.weight, model.network.head.bias, task["kind"], names, meta["pooling"],
+                         float(meta["finetune"].get("dropout", 0.0)), normalisation.get("mean"),
+                         normalisation.get("std"))
+    texts = sample_records(model.modality, [])
+    batch = encode_padded(model.tokenizer, texts, meta["max_len"]) if texts else None
+    pretrained = meta["pretrained"]
+    facts = CardFacts(
+        source=str(path), modality=meta["modality"], objective={"name": pretrained.get("objective") or "unknown"},
+        encoder=meta["encoder"]["config"], data=f"pretrained checkpoint `{pretrained.get('checkpoint')}`, "
+        f"fine-tuned on {task['key']}", max_len=meta["max_len"], vocab_size=meta["encoder"]["vocab_size"],
+        step=pretrained.get("step"), max_steps=None,
+        task={"key": task["key"], "metric": meta["metric"], "valid": meta["valid"], "seed": meta["seed"]})
+    return write_export(out, model.encoder, model.tokenizer, meta["max_len"], facts, batch, head=head,
+                        overwrite=overwrite)
