@@ -35,7 +35,9 @@ class DataConfig(StrictModel):
     bucket_pool: int = Field(64, ge=1, description="batches per sorting pool when bucketing")
     cache_dir: Path | None = Field(None, description="tokenised-data cache; default $POLYMASK_CACHE or ~/.cache/polymask")
     strict: bool = Field(False, description="fail on the first invalid record instead of skipping and counting it")
-    num_proc: int = Field(1, ge=1, description="processes for tokenisation (datasets.map)")
+    num_proc: int | None = Field(
+        None, ge=1, description="processes that validate, canonicalise and tokenise the corpus (datasets.map); "
+                                "null: every available core for corpora of 50,000 records or more, else 1")
     streaming: bool = Field(False, description="read, validate and tokenise on the fly instead of caching the corpus")
 
     def resolved_cache_dir(self) -> Path:

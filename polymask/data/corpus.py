@@ -37,6 +37,7 @@ from polymask.tokenization import fingerprint
 PIPELINE_VERSION = 3
 HASH_CONTENT_LIMIT = 256 * 2**20
 SKIPPED_EXAMPLES = 10
+AUTO_PARALLEL_RECORDS = 50_000
 RAW_FEATURES = Features({"source": Value("string"), "line": Value("int64"), "text": Value("string"),
                          "reason": Value("string"), "kind": Value("string")})
 TOKEN_FEATURES = Features({"input_ids": ListFeature(Value("int32")), "length": Value("int32"), "text": Value("string"),
@@ -96,7 +97,7 @@ def file_digest(path: Path) -> str:
 
 def prepare_corpus(modality: Modality, tokenizer: Tokenizer, sources: Sequence[Path] | Dataset, *,
                    column: str | None, max_len: int, val_fraction: float, max_val_records: int,
-                   seed: int, cache_dir: Path, strict: bool, num_proc: int = 1) -> Corpus:
+                   seed: int, cache_dir: Path, strict: bool, num_proc: int | None = 1) -> Corpus:
     """Tokenise (or load from the cache) a corpus into train and validation ``TokenStore``s."""
     settings = {"version": PIPELINE_VERSION, "column": column, "max_len": max_len, "val_fraction": val_fraction,
                 "max_val_records": max_val_records, "seed": seed,
@@ -123,6 +124,15 @@ def prepare_corpus(modality: Modality, tokenizer: Tokenizer, sources: Sequence[P
                   _load_split(folder / "valid", report.valid_sequences), report, folder / "skipped.jsonl")
 
 
+def processes(num_proc: int | None, records: int) -> int | None:
+    """Worker processes for ``datasets.map`` (None: this process): ``num_proc``, or with None every available
+    core once the corpus has ``AUTO_PARALLEL_RECORDS`` records (fewer do not repay starting the workers)."""
+    if num_proc is None:
+        cores = len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else os.cpu_count() or 1
+        num_proc = cores if records >= AUTO_PARALLEL_RECORDS else 1
+    return num_proc if num_proc > 1 else None
+
+
 def strict_error(first: dict) -> DataError:
     """The error ``--strict`` raises for the first invalid record of a corpus."""
     return DataError(f"{first['source']}:{first['line']}: {first['reason']} "
@@ -146,7 +156,7 @@ def _load_split(path: Path, size: int) -> TokenStore:
 
 def _build(folder: Path, modality: Modality, tokenizer: Tokenizer, sources: Sequence[Path] | Dataset, *,
            column: str | None, max_len: int, val_fraction: float, max_val_records: int, seed: int,
-           strict: bool, num_proc: int) -> None:
+           strict: bool, num_proc: int | None) -> None:
     """Build the cache entry in a temporary folder of this process, then rename it into place; the
     temporary folder goes whatever happens."""
     datasets.disable_progress_bars()
@@ -166,9 +176,8 @@ def _build(folder: Path, modality: Modality, tokenizer: Tokenizer, sources: Sequ
 
 def _build_into(tmp: Path, name: str, modality: Modality, tokenizer: Tokenizer, sources: Sequence[Path] | Dataset, *,
                 column: str | None, max_len: int, val_fraction: float, max_val_records: int, seed: int,
-                strict: bool, num_proc: int) -> None:
+                strict: bool, num_proc: int | None) -> None:
     """Read, normalise, split and tokenise through ``datasets.map`` into ``tmp`` (its report last)."""
-    workers = num_proc if num_proc > 1 else None
     if isinstance(sources, Dataset):
         rows = pipeline.dataset_rows(sources, column, modality.default_columns)
     else:
@@ -177,6 +186,7 @@ def _build_into(tmp: Path, name: str, modality: Modality, tokenizer: Tokenizer, 
         rows = pipeline.raw_rows([str(p) for p in sources], column, tuple(modality.default_columns),
                                  RAW_FEATURES, tmp / "hf" / "raw.arrow")
     report = CorpusReport(records=len(rows))
+    workers = processes(num_proc, len(rows))
     normalized = rows.map(pipeline.normalize_batch, batched=True, num_proc=workers, fn_kwargs={"modality": modality},
                           new_fingerprint=f"{name}-normalized", load_from_cache_file=False)
     invalid = normalized.filter(lambda batch: [r is not None for r in batch["reason"]], batched=True,
