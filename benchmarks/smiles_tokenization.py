@@ -1,9 +1,10 @@
 """SMILES tokenizer coverage and speed (issue 17).
 
-Coverage: for every MoleculeNet CSV of the data directory (else the built-in copies), the RDKit-valid molecules, how many hold an ``[UNK]`` under each
-tokenizer given, and how many do not decode back to the normalised SMILES exactly. Speed: molecules/s
-of ``tokenizers.Tokenizer.encode_batch``, of polymask's ``encode_batch`` (one and two processes), and
-of RDKit canonicalisation (``Smiles.normalize``, one and two processes), on the normalised molecules.
+Coverage: for every MoleculeNet CSV of the data directory (else the built-in copies), the RDKit-valid
+molecules, how many hold an ``[UNK]`` under each tokenizer given, and how many do not decode back to the
+normalised SMILES exactly. Speed: molecules/s of ``tokenizers.Tokenizer.encode_batch``, of polymask's
+``encode_batch`` (one and two processes), and of RDKit canonicalisation (``Smiles.normalize``, one and
+two processes), on the normalised molecules.
 
     python benchmarks/smiles_tokenization.py --data-dir /work/shared/data/moleculenet \\
         --tokenizer before=old/tokenizer.json --out docs/results/smiles-tokenizer
@@ -140,7 +141,8 @@ def write_report(out: Path, rows: list[dict], labels: list[str], speed: dict[str
     lines += ["", "| measure | molecules/s |", "|---|---:|"]
     lines += [f"| {key.removesuffix('_per_s').replace('_', ' ')} | {value:,.0f} |" for key, value in speed.items()
               if key.endswith("_per_s")]
-    lines += ["", f"Rates over {speed['molecules']:,} normalised molecules (RDKit on the first {speed['rdkit_sample']:,});"
+    lines += ["", f"Rates over {speed['molecules']:,} normalised molecules (RDKit on the first "
+              f"{speed['rdkit_sample']:,});"
               " 'tokenizers encode batch <label>' is the Rust library's own batch call with that tokenizer, all cores;"
               " polymask's encode_batch gives the same ids (tests/test_smiles_coverage.py)."]
     write_text(out / "smiles-tokenization.md", "\n".join(lines) + "\n")

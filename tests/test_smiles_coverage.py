@@ -16,7 +16,8 @@ from polymask.resources import builtin_dir
 from polymask.token_ids import RegexVocabEncoder, encode_batch
 from polymask.training.checkpoint import load_checkpoint
 
-SHARED_MOLECULENET = Path(os.environ.get("POLYMASK_DATA_DIR", Path(__file__).parents[2] / "shared" / "data")) / "moleculenet"
+DATA_DIR = Path(os.environ.get("POLYMASK_DATA_DIR", Path(__file__).parents[2] / "shared" / "data"))
+SHARED_MOLECULENET = DATA_DIR / "moleculenet"
 LEGACY_RUN = Path(__file__).parent / "data" / "legacy_run"  # its tokenizer is the 0.1 WordLevel one
 #: The Schwaller et al. regex as DeepChem writes it (single characters as alternatives), plus dative bonds
 #: and %(nnn): polymask's character-class regex must split exactly like it.
@@ -25,9 +26,10 @@ STANDARD_REGEX = re.compile(r"(\[[^\]]+]|Br?|Cl?|N|O|S|P|F|I|b|c|n|o|s|p|\(|\)|\
 
 #: The issue's hard cases, each inside a molecule RDKit accepts.
 HARD_CASES = {
-    "[NaH]": "[NaH]", "[Fe+3]": "[Fe+3].[Cl-].[Cl-].[Cl-]", "[2H]": "[2H]C([2H])([2H])O", "[CH3:1]": "[CH3:1]C(=O)O",
-    "[Se]": "C[Se]C", "[se]": "c1cc[se]c1", "[Te]": "C[Te]C", "[U]": "[U]", "[Cf]": "[Cf]", "[O-2]": "[O-2].[Ca+2]",
-    "[NH4+]": "[NH4+].[Cl-]", "%12": "C1CCC2CCC3CCC4CCC5CCC6CCC7CCC8CCC9CCC%10CCC%11CCC%12CCCCC%12C%11C%10C9C8C7C6C5C4C3C2C1",
+    "[NaH]": "[NaH]", "[Fe+3]": "[Fe+3].[Cl-].[Cl-].[Cl-]", "[2H]": "[2H]C([2H])([2H])O",
+    "[CH3:1]": "[CH3:1]C(=O)O", "[Se]": "C[Se]C", "[se]": "c1cc[se]c1", "[Te]": "C[Te]C", "[te]": "c1cc[te]c1",
+    "[U]": "[U]", "[Cf]": "[Cf]", "[O-2]": "[O-2].[Ca+2]", "[NH4+]": "[NH4+].[Cl-]",
+    "%12": "C1CCC2CCC3CCC4CCC5CCC6CCC7CCC8CCC9CCC%10CCC%11CCC%12CCCCC%12C%11C%10C9C8C7C6C5C4C3C2C1",
     "*": "*C(=O)O", "dative bond": "[NH3]->[Pt+2]", "[Fe+6]": "[Fe+6]", "isotope + H count": "[13CH4]",
     "chirality class": "F[C@TH1H](Cl)Br", "%(nnn)": "C%(123)CCCC%(123)",
 }
@@ -75,8 +77,10 @@ def test_hard_cases_have_no_unk_and_decode_exactly(case):
 def test_bracket_atoms_outside_the_vocabulary_are_spelt_in_pieces_frequent_ones_stay_whole():
     tokenizer = Smiles().load_tokenizer()
     assert tokenizer.encode("[NaH]", add_special_tokens=False).tokens == ["[", "##Na", "##H", "##]"]
-    assert tokenizer.encode("[13CH4]", add_special_tokens=False).tokens == ["[", "##1", "##3", "##C", "##H", "##4", "##]"]
-    assert tokenizer.encode("C[C@@H](O)[nH+]", add_special_tokens=False).tokens == ["C", "[C@@H]", "(", "O", ")", "[nH+]"]
+    assert tokenizer.encode("[13CH4]", add_special_tokens=False).tokens == [
+        "[", "##1", "##3", "##C", "##H", "##4", "##]"]
+    assert tokenizer.encode("C[C@@H](O)[nH+]", add_special_tokens=False).tokens == [
+        "C", "[C@@H]", "(", "O", ")", "[nH+]"]
     # outside brackets two letters never read as an element: methyl on aromatic n is C n, not copernicium
     assert tokenizer.encode("Cn1ccnc1", add_special_tokens=False).tokens[:2] == ["C", "n"]
 

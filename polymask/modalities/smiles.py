@@ -26,8 +26,8 @@ def smiles_tokens(smiles: str) -> list[str]:
     if sum(map(len, tokens)) != len(smiles):
         covered = "".join(tokens)
         position = next((i for i, (a, b) in enumerate(zip(smiles, covered)) if a != b), len(covered))
-        raise InvalidRecord(f"character {smiles[position]!r} at position {position} is outside the SMILES grammar",
-                            kind="a character outside the SMILES grammar")
+        raise InvalidRecord(f"character {smiles[position]!r} at position {position} is outside the SMILES "
+                            f"grammar", kind="a character outside the SMILES grammar")
     return tokens
 
 
