@@ -118,3 +118,14 @@ def test_validation_split_is_record_level_and_disjoint(tmp_path):
     train = {tuple(result.train[i]) for i in range(len(result.train))}
     valid = {tuple(result.valid[i]) for i in range(len(result.valid))}
     assert len(valid) == 10 and len(train) == 30 and not train & valid
+
+
+def test_preparation_uses_every_core_only_for_large_corpora():
+    import os
+
+    from polymask.data.corpus import AUTO_PARALLEL_RECORDS, processes
+
+    cores = len(os.sched_getaffinity(0))
+    assert processes(None, 1000) is None  # small corpora: no worker processes to start
+    assert processes(None, AUTO_PARALLEL_RECORDS) == (cores if cores > 1 else None)
+    assert processes(3, 10) == 3 and processes(1, 10**7) is None  # an explicit data.num_proc wins
