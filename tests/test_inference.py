@@ -146,6 +146,29 @@ def test_load_model_predicts_and_embeds_from_python(smiles_model):
     assert not np.allclose(model.embed(["CCO"], pool="cls"), model.embed(["CCO"], pool="mean"))
 
 
+@pytest.mark.parametrize("task, columns", [("moleculenet/bbbp", ["prob_1"]),
+                                           ("moleculenet/tox21", [f"prob_{name}" for name in TOX21])])
+def test_an_exported_classifier_gives_the_probabilities_predict_gives(task, columns, smiles_model, tmp_path,
+                                                                     capsys):
+    """Binary and multi-task models export as one sigmoid output per task (multi_label_classification)."""
+    import torch
+    from transformers import AutoModelForSequenceClassification, AutoTokenizer
+
+    out = tmp_path / "hf"
+    assert main(["export", "--checkpoint", str(smiles_model(task)), "--out", str(out)]) == 0
+    capsys.readouterr()
+    model = polymask.load_model(smiles_model(task))
+    records = [model.modality.normalize(text) for text in real_molecules(6)]
+    expected = model.predict(records)[columns].to_numpy(dtype=float)
+    exported = AutoModelForSequenceClassification.from_pretrained(str(out), trust_remote_code=True).eval()
+    assert exported.config.problem_type == "multi_label_classification"
+    batch = AutoTokenizer.from_pretrained(str(out))(records, padding=True, return_tensors="pt")
+    with torch.no_grad():
+        got = torch.sigmoid(exported(**batch).logits).numpy()
+    assert got.shape == expected.shape and np.abs(got - expected).max() < 1e-5
+    assert np.ptp(expected, axis=0).max() > 1e-4  # the molecules get different probabilities
+
+
 def test_a_damaged_model_folder_is_refused_with_a_clear_error(smiles_model, pretrained, tmp_path, capsys):
     folder = tmp_path / "model"
     shutil.copytree(smiles_model("moleculenet/esol"), folder)
