@@ -66,4 +66,3 @@ def bracket_pieces() -> list[str]:
 def base_vocabulary() -> list[str]:
     """Every token a SMILES tokenizer has whatever its corpus (special tokens excluded), in id order."""
     return [*ORGANIC, *COMMON_BRACKET_ATOMS, *bracket_pieces()]
-
