@@ -69,3 +69,12 @@ def test_a_run_that_learns_nothing_raises_the_alarm(tmp_path, make_config, capsy
     assert "collapse alarm at step 2" in capsys.readouterr().err
     saved = (tmp_path / "run" / "summary.json").read_text()
     assert json.loads(saved)["collapsed"] is True and "NaN" not in saved
+
+
+def test_alarms_raised_before_a_resume_stay_in_the_summary(tmp_path, make_config):
+    config = make_config("smiles", tmp_path / "run", max_steps=4, lr=1e-9, eval_every=2, save_every=2,
+                         collapse={"after_step": 2})
+    first = train({**config, "train": {**config["train"], "stop_after_steps": 2}})
+    assert [alarm["step"] for alarm in first["collapse"]["alarms"]] == [2]
+    resumed = train(config, resume=tmp_path / "run")
+    assert [alarm["step"] for alarm in resumed["collapse"]["alarms"]] == [2, 4]

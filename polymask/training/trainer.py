@@ -243,7 +243,8 @@ class Trainer:
         if self.dist.is_main:
             self.last_checkpoint = save_checkpoint(
                 self.run_dir, self.state.step, weights, optimizer_state,
-                {"state": asdict(self.state), "python_rng": list(random.getstate())},
+                {"state": asdict(self.state), "python_rng": list(random.getstate()),
+                 "collapse_alarms": self.collapse.alarms if self.collapse is not None else []},
                 rng_tensors(), self.config.model_dump(mode="json"), self.encoder, self.tokenizer,
                 self.config.train.keep_checkpoints)
         self.dist.barrier()
@@ -263,6 +264,8 @@ class Trainer:
                            optim_state_dict=optimizer_state_from(tensors, trainer_state["optimizer"]),
                            options=StateDictOptions(full_state_dict=True))
             self.state = TrainState(**trainer_state["state"])
+            if self.collapse is not None:  # alarms raised before the checkpoint stay in the run's summary
+                self.collapse.alarms = list(trainer_state.get("collapse_alarms", []))
             restore_rng(tensors, trainer_state.get("python_rng"))
             self.last_checkpoint, self.last_saved_step = checkpoint.folder, self.state.step
         except (KeyError, TypeError, ValueError, RuntimeError) as exc:
