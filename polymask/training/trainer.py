@@ -264,8 +264,12 @@ class Trainer:
                            optim_state_dict=optimizer_state_from(tensors, trainer_state["optimizer"]),
                            options=StateDictOptions(full_state_dict=True))
             self.state = TrainState(**trainer_state["state"])
+            alarms = trainer_state.get("collapse_alarms", [])
+            if not isinstance(alarms, list) or not all(isinstance(alarm, dict) and isinstance(alarm.get("step"), int)
+                                                       for alarm in alarms):
+                raise ValueError("collapse_alarms is not a list of alarms")
             if self.collapse is not None:  # alarms raised before the checkpoint stay in the run's summary
-                self.collapse.alarms = list(trainer_state.get("collapse_alarms", []))
+                self.collapse.alarms = alarms
             restore_rng(tensors, trainer_state.get("python_rng"))
             self.last_checkpoint, self.last_saved_step = checkpoint.folder, self.state.step
         except (KeyError, TypeError, ValueError, RuntimeError) as exc:
