@@ -2,7 +2,9 @@
 
 Each (system, task, seed) result is a JSON file under ``<out>/cells/``, and the fine-tuned model it
 chose on the validation split a folder next to it (``seed-N.json``, ``seed-N/``); a rerun skips finished
-cells, so an interrupted benchmark resumes where it stopped. The report is written as Markdown,
+cells, so an interrupted benchmark resumes where it stopped. A cell is run under a lock beside its
+file (``seed-N.lock``): a second process on the same folder skips the cells the first is running,
+runs the rest, then waits for those and reads their results. The report is written as Markdown,
 CSV and JSON (mean ± std over seeds), plus a PNG with one panel per task.
 """
 from __future__ import annotations
@@ -15,9 +17,10 @@ from typing import Any
 
 import numpy as np
 
-from polymask.errors import TaskFileMissing
+from polymask.errors import RunBusy, TaskFileMissing
 from polymask.inference.saved import folder_bytes, is_finetuned
 from polymask.jsonio import make_dir, write_json
+from polymask.locks import acquire
 from polymask.tasks.kinds import KINDS
 from polymask.tasks.metrics import METRICS
 from polymask.tasks.report import write_report
@@ -50,36 +53,63 @@ def _load_tasks(specs: list[TaskSpec], systems: list[System], data_dir: Path | N
     return loaded, missing
 
 
+def cell_path(out: Path, system: System, spec: TaskSpec, seed: int) -> Path:
+    """Where the (system, task, seed) cell's result is kept; its fine-tuned model is the folder beside it."""
+    return out / "cells" / slug(system.name) / slug(spec.key) / f"seed-{seed}.json"
+
+
+def _cell(system: System, task: Any, seed: int, out: Path, path: Path, wait: bool) -> dict[str, Any] | None:
+    """The cell's result: read when finished, else run under the cell's lock (so two benchmark processes
+    on one folder share the cells). ``None`` when another process holds the lock and ``wait`` is off."""
+    if path.is_file():
+        return json.loads(path.read_text())
+    make_dir(path.parent)
+    try:
+        lock = acquire(path.with_suffix(".lock"), lambda owner: f"cell {path} is run by {owner}", wait=wait)
+    except RunBusy:
+        return None
+    with lock:
+        if path.is_file():  # finished by the process that held the lock
+            return json.loads(path.read_text())
+        model_dir = path.with_suffix("")
+        cell = {"system": system.name, **system.run(task, seed, model_dir)}
+        if is_finetuned(model_dir):
+            cell["model_dir"] = str(model_dir.relative_to(out))
+            cell["model_bytes"] = folder_bytes(model_dir)
+        write_json(path, cell)
+    return cell
+
+
 def run_cells(systems: list[System], task_keys: list[str], seeds: list[int], out: Path,
               data_dir: Path | None = None, progress: bool = True, missing_ok: bool = True) -> dict[str, Any]:
     """Run (or reuse) every cell; returns {"cells": [...], "missing": {task: reason}, "tasks": {...}}."""
     started = time.perf_counter()
     specs = [load_task_spec(key) for key in task_keys]
     loaded, missing = _load_tasks(specs, systems, data_dir, missing_ok)
-    cells, details = [], {}
+    details: dict[str, Any] = {}
     todo = [(s, spec, seed) for spec in specs if spec.key not in missing for s in systems for seed in seeds]
     bar = progress_bar(total=len(todo), disable=not progress, unit="cell", desc="benchmark")
-    for system, spec, seed in todo:
+    cells: list[dict[str, Any] | None] = [None] * len(todo)
+    busy = []
+    for index, (system, spec, seed) in enumerate(todo):
         task = loaded[(spec.key, system.modality.config.model_dump_json())]
         details[spec.key] = {"split": task.protocol, "evaluated_on": spec.evaluated_on, "metric": spec.metric,
                              "files": task.files, "skipped": len(task.skipped), "skipped_examples": task.skipped[:5],
                              "duplicates_removed": task.duplicates_removed, "tasks": len(task.label_names)}
-        path = out / "cells" / slug(system.name) / slug(spec.key) / f"seed-{seed}.json"
         bar.set_postfix_str(f"{spec.key} | {system.name} | seed {seed}")
-        if path.is_file():
-            cell = json.loads(path.read_text())
+        cells[index] = _cell(system, task, seed, out, cell_path(out, system, spec, seed), wait=False)
+        if cells[index] is None:
+            busy.append(index)
         else:
-            model_dir = path.with_suffix("")
-            cell = {"system": system.name, **system.run(task, seed, model_dir)}
-            if is_finetuned(model_dir):
-                cell["model_dir"] = str(model_dir.relative_to(out))
-                cell["model_bytes"] = folder_bytes(model_dir)
-            make_dir(path.parent)
-            write_json(path, cell)
-        cells.append(cell)
+            bar.update(1)
+    for index in busy:  # cells another process was running: wait for it, then read its result
+        system, spec, seed = todo[index]
+        task = loaded[(spec.key, system.modality.config.model_dump_json())]
+        bar.set_postfix_str(f"{spec.key} | {system.name} | seed {seed} (another process)")
+        cells[index] = _cell(system, task, seed, out, cell_path(out, system, spec, seed), wait=True)
         bar.update(1)
     bar.close()
-    return {"cells": cells, "missing": missing, "tasks": details, "wall_time_s": round(time.perf_counter() - started, 1),
+    return {"cells": [cell for cell in cells if cell is not None], "missing": missing, "tasks": details, "wall_time_s": round(time.perf_counter() - started, 1),
             "systems": {s.name: s.description for s in systems}, "seeds": seeds,
             "task_order": [spec.key for spec in specs]}
 
