@@ -62,3 +62,4 @@ def test_a_lock_left_by_a_finished_process_does_not_block(tmp_path: Path) -> Non
     stale.write_text("process 1 (killed)\n")
     results = run_cells([system], [TASK], [0], tmp_path, progress=False)
     assert calls == [0] and len(results["cells"]) == 1
+    assert not stale.exists()

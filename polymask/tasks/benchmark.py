@@ -3,7 +3,7 @@
 Each (system, task, seed) result is a JSON file under ``<out>/cells/``, and the fine-tuned model it
 chose on the validation split a folder next to it (``seed-N.json``, ``seed-N/``); a rerun skips finished
 cells, so an interrupted benchmark resumes where it stopped. A cell is run under a lock beside its
-file (``seed-N.lock``): a second process on the same folder skips the cells the first is running,
+file (``seed-N.lock``, removed when the cell ends): a second process on the same folder skips the cells the first is running,
 runs the rest, then waits for those and reads their results. The report is written as Markdown,
 CSV and JSON (mean ± std over seeds), plus a PNG with one panel per task.
 """
@@ -64,19 +64,23 @@ def _cell(system: System, task: Any, seed: int, out: Path, path: Path, wait: boo
     if path.is_file():
         return json.loads(path.read_text())
     make_dir(path.parent)
+    lock_path = path.with_suffix(".lock")
     try:
-        lock = acquire(path.with_suffix(".lock"), lambda owner: f"cell {path} is run by {owner}", wait=wait)
+        lock = acquire(lock_path, lambda owner: f"cell {path} is run by {owner}", wait=wait)
     except RunBusy:
         return None
     with lock:
-        if path.is_file():  # finished by the process that held the lock
-            return json.loads(path.read_text())
-        model_dir = path.with_suffix("")
-        cell = {"system": system.name, **system.run(task, seed, model_dir)}
-        if is_finetuned(model_dir):
-            cell["model_dir"] = str(model_dir.relative_to(out))
-            cell["model_bytes"] = folder_bytes(model_dir)
-        write_json(path, cell)
+        try:
+            if path.is_file():  # finished by the process that held the lock
+                return json.loads(path.read_text())
+            model_dir = path.with_suffix("")
+            cell = {"system": system.name, **system.run(task, seed, model_dir)}
+            if is_finetuned(model_dir):
+                cell["model_dir"] = str(model_dir.relative_to(out))
+                cell["model_bytes"] = folder_bytes(model_dir)
+            write_json(path, cell)
+        finally:  # no lock file left behind; a process still waiting on it checks for the result first
+            lock_path.unlink(missing_ok=True)
     return cell
 
 
