@@ -2,9 +2,9 @@
 
 Each (system, task, seed) result is a JSON file under ``<out>/cells/``, and the fine-tuned model it
 chose on the validation split a folder next to it (``seed-N.json``, ``seed-N/``); a rerun skips finished
-cells, so an interrupted benchmark resumes where it stopped. A cell is run under a lock beside its
-file (``seed-N.lock``, removed when the cell ends): a second process on the same folder skips the cells the first is running,
-runs the rest, then waits for those and reads their results. The report is written as Markdown,
+cells, so an interrupted benchmark resumes where it stopped. A cell runs under a lock beside its file
+(``seed-N.lock``, removed when the cell ends): a second process on the same folder skips the cells
+the first is running, runs the rest, then waits for those and reads their results. The report is written as Markdown,
 CSV and JSON (mean ± std over seeds), plus a PNG with one panel per task.
 """
 from __future__ import annotations
@@ -93,7 +93,7 @@ def run_cells(systems: list[System], task_keys: list[str], seeds: list[int], out
     details: dict[str, Any] = {}
     todo = [(s, spec, seed) for spec in specs if spec.key not in missing for s in systems for seed in seeds]
     bar = progress_bar(total=len(todo), disable=not progress, unit="cell", desc="benchmark")
-    cells: list[dict[str, Any] | None] = [None] * len(todo)
+    done: dict[int, dict[str, Any]] = {}
     busy = []
     for index, (system, spec, seed) in enumerate(todo):
         task = loaded[(spec.key, system.modality.config.model_dump_json())]
@@ -101,19 +101,20 @@ def run_cells(systems: list[System], task_keys: list[str], seeds: list[int], out
                              "files": task.files, "skipped": len(task.skipped), "skipped_examples": task.skipped[:5],
                              "duplicates_removed": task.duplicates_removed, "tasks": len(task.label_names)}
         bar.set_postfix_str(f"{spec.key} | {system.name} | seed {seed}")
-        cells[index] = _cell(system, task, seed, out, cell_path(out, system, spec, seed), wait=False)
-        if cells[index] is None:
-            busy.append(index)
-        else:
-            bar.update(1)
-    for index in busy:  # cells another process was running: wait for it, then read its result
+        cell = _cell(system, task, seed, out, cell_path(out, system, spec, seed), wait=False)
+        if cell is None:
+            busy.append((index, task))
+            continue
+        done[index] = cell
+        bar.update(1)
+    for index, task in busy:  # cells another process was running: wait for it, then read its result
         system, spec, seed = todo[index]
-        task = loaded[(spec.key, system.modality.config.model_dump_json())]
         bar.set_postfix_str(f"{spec.key} | {system.name} | seed {seed} (another process)")
-        cells[index] = _cell(system, task, seed, out, cell_path(out, system, spec, seed), wait=True)
+        done[index] = _cell(system, task, seed, out, cell_path(out, system, spec, seed), wait=True)
         bar.update(1)
     bar.close()
-    return {"cells": [cell for cell in cells if cell is not None], "missing": missing, "tasks": details, "wall_time_s": round(time.perf_counter() - started, 1),
+    return {"cells": [done[index] for index in range(len(todo))], "missing": missing, "tasks": details,
+            "wall_time_s": round(time.perf_counter() - started, 1),
             "systems": {s.name: s.description for s in systems}, "seeds": seeds,
             "task_order": [spec.key for spec in specs]}
 
