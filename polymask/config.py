@@ -62,7 +62,10 @@ class TrainConfig(StrictModel):
     batch_size: int = Field(32, ge=1, description="sequences per micro-batch")
     grad_accum: int = Field(1, ge=1, description="micro-batches per optimiser step")
     max_steps: int = Field(1500, ge=1, description="optimiser steps; the learning-rate schedule spans them")
-    max_time: float | None = Field(None, gt=0, description="wall-clock budget in seconds (stops early)")
+    max_time: float | None = Field(
+        None, gt=0, description="training-time budget in seconds: stop once the steps have taken this long (evaluations "
+                                "and checkpoints not counted, earlier invocations of a resumed run counted); the "
+                                "schedule then ends there, re-projected from the step time as the run goes")
     stop_after_steps: int | None = Field(
         None, ge=1, description="stop this invocation after N steps and checkpoint (schedule still follows max_steps)")
     lr: float = Field(1e-3, gt=0, description="peak learning rate")

@@ -72,11 +72,11 @@ def test_keyboard_interrupt_saves_the_last_finished_step(tmp_path, make_config, 
     calls = {"n": 0}
     original = Trainer._train_step
 
-    def interrupt_on_fourth(self):
+    def interrupt_on_fourth(self, *args):
         calls["n"] += 1
         if calls["n"] == 4:
             raise KeyboardInterrupt
-        return original(self)
+        return original(self, *args)
 
     monkeypatch.setattr(Trainer, "_train_step", interrupt_on_fourth)
     with pytest.raises(KeyboardInterrupt, match="SIGINT: stopped at step 3") as stopped:

@@ -70,8 +70,8 @@ def test_one_nonfinite_step_is_skipped_counted_and_makes_no_update(tmp_path, mak
     handle = trainer.encoder.register_forward_hook(poison_third_step)
     original_step = trainer._train_step
 
-    def step_and_compare():
-        result = original_step()
+    def step_and_compare(*args):
+        result = original_step(*args)
         if calls["n"] == 3:  # the poisoned step changed no weight
             assert all(torch.equal(before[k], v) for k, v in trainer.model.state_dict().items())
         return result

@@ -1,4 +1,4 @@
-"""Equal budgets: wall-clock time, optimiser steps, or tokens seen, turned into a step count per run."""
+"""Equal budgets: training time, optimiser steps, or tokens seen, turned into a step count per run."""
 from __future__ import annotations
 
 import math
@@ -21,7 +21,7 @@ class Budget:
 
     def describe(self) -> str:
         if self.kind == "time":
-            return f"{self.amount / 60:g} min of wall-clock training time per run"
+            return f"{self.amount / 60:g} min of training time per run (evaluations not counted)"
         if self.kind == "steps":
             return f"{int(self.amount)} optimiser steps per run"
         return f"{int(self.amount):,} real input tokens per run"

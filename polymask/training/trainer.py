@@ -180,13 +180,14 @@ class Trainer:
         return batch.to(self.device)
 
     # -- steps ------------------------------------------------------------------------------------
-    def _train_step(self) -> tuple[float, int, int]:
+    def _train_step(self, train_seconds: float = 0.0) -> tuple[float, int, int]:
         """One optimiser step: (mean loss over all ranks and micro-batches, real tokens, padded tokens); the
-        loss is NaN when the step was skipped (a non-finite loss or gradient on any rank: no update)."""
+        loss is NaN when the step was skipped (a non-finite loss or gradient on any rank: no update).
+        ``train_seconds``: the training time so far, which places the step in a ``max_time`` schedule."""
         config = self.config.train
         self._in_step = True
         for group in self.optimizer.param_groups:
-            group["lr"] = learning_rate(self.state.step, config)
+            group["lr"] = learning_rate(self.state.step, config, train_seconds)
         step_batches = self.batches.take(config.grad_accum * self.dist.world_size, self.state)
         mine = self.dist.own(step_batches, config.grad_accum)
         loss_total, real, padded = 0.0, 0, 0
@@ -306,13 +307,14 @@ class Trainer:
             while self.state.step < config.max_steps:
                 if config.stop_after_steps and self.state.step - start_step >= config.stop_after_steps:
                     break
-                if config.max_time and self._elapsed(started) >= config.max_time:
+                train_seconds = self._train_seconds()
+                if config.max_time and train_seconds >= config.max_time:
                     break
                 if self._stop_requested(stop):
                     stopped = True
                     break
                 tick = time.perf_counter()
-                loss, real, padded = self._train_step()
+                loss, real, padded = self._train_step(train_seconds)
                 self.state.train_time += time.perf_counter() - tick
                 self.state.step += 1
                 self.state.tokens += real
@@ -324,7 +326,7 @@ class Trainer:
                 if nonfinite_streak:
                     self._skip_step(nonfinite_streak)
                 elif self.state.step % config.log_every == 0 and self.dist.is_main:
-                    self.metrics.write({"step": self.state.step, "loss": loss, "lr": learning_rate(self.state.step - 1, config),
+                    self.metrics.write({"step": self.state.step, "loss": loss, "lr": self.optimizer.param_groups[0]["lr"],
                                         "tokens": self.state.tokens, "tokens_per_s": rate})
                 if self.state.step % config.eval_every == 0:
                     last_eval = self._evaluate_and_log()
@@ -384,9 +386,12 @@ class Trainer:
             return round(self.state.epoch + self.state.batch_index / max(1, self.batches.batches_per_epoch(self.state)), 3)
         return float(self.state.epoch)
 
-    def _elapsed(self, started: float) -> float:
-        """Wall time since ``started``, agreed on by every rank (rank 0's clock) so all stop together."""
-        return self.dist.sum([time.perf_counter() - started if self.dist.is_main else 0.0], self.device)[0]
+    def _train_seconds(self) -> float:
+        """Training time so far, all invocations of the run (rank 0's clock, agreed on by every rank so all
+        stop together and follow one schedule); 0 without a ``max_time`` (no clock, no synchronisation)."""
+        if not self.config.train.max_time:
+            return 0.0
+        return self.dist.sum([self.state.train_time if self.dist.is_main else 0.0], self.device)[0]
 
     def _evaluate_and_log(self) -> dict[str, Any]:
         result = {"step": self.state.step, **self.evaluate()}
