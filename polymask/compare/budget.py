@@ -21,7 +21,7 @@ class Budget:
 
     def describe(self) -> str:
         if self.kind == "time":
-            return f"{self.amount / 60:g} min of training time per run (evaluations not counted)"
+            return f"{self.amount / 60:g} min of training time (steps only) per run"
         if self.kind == "steps":
             return f"{int(self.amount)} optimiser steps per run"
         return f"{int(self.amount):,} real input tokens per run"

@@ -24,7 +24,7 @@ def run_config(base: dict[str, Any], objective: str, seed: int, run_dir: Path) -
 
 
 # A time budget ends on the clock: ``max_steps`` is only a ceiling this far above the probe's estimate
-# (a 10-step probe misjudges the mean step time by a third or more: length buckets differ in cost).
+# (a 10-step probe misjudges the mean step time by up to half: length buckets differ in cost).
 TIME_BUDGET_STEP_CEILING = 4
 
 
