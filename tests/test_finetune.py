@@ -60,6 +60,10 @@ def test_benchmark_cli_writes_tables_and_resumes(tiny_checkpoint, tmp_path):
     assert systems == {"tiny-smiles (mlm)", "no pretraining", "ECFP4 + random forest (500 trees)"}
     assert all(row["seeds"] == 2 and row["n_test"] == 65 for row in report["rows"])
     assert "freesolv rmse ↓" in (out / "results.md").read_text()
+    # the arithmetic the neural cells ran in is named (``auto`` differs between machines)
+    used = {cell["precision"] for cell in report["cells"] if cell["system"] != "ECFP4 + random forest (500 trees)"}
+    assert len(used) == 1 and used <= {"fp32", "bf16"}
+    assert f"- precision used: {used.pop()} (4 cells)" in (out / "results.md").read_text()
 
     cells = sorted((out / "cells").glob("*/*/seed-*.json"))
     assert len(cells) == 6

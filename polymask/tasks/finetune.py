@@ -26,7 +26,7 @@ from polymask.tasks.heads import TASK_HEADS, SequencePredictor, TaskHead
 from polymask.tasks.metrics import better, score
 from polymask.tasks.options import FinetuneConfig
 from polymask.tokenization import SpecialIds
-from polymask.training.runtime import autocast, inner_progress_bar, resolve_device
+from polymask.training.runtime import autocast, inner_progress_bar, precision_used, resolve_device
 
 
 @dataclass
@@ -154,5 +154,6 @@ def finetune(task: TaskData, encoder: Encoder, tokenizer: Tokenizer, modality: M
         "n_train": len(train.sequences), "n_valid": len(valid.sequences), "n_test": len(test.sequences),
         "truncated": train.truncated + valid.truncated + test.truncated,
         "skipped": len(task.skipped), "duplicates_removed": task.duplicates_removed,
-        "split": spec.split.method, "time_s": round(time.perf_counter() - started, 2),
+        "split": spec.split.method, "precision": precision_used(device, config.precision),
+        "time_s": round(time.perf_counter() - started, 2),
     }

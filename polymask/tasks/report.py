@@ -36,6 +36,13 @@ def cell_minutes(cells: list[dict[str, Any]]) -> float:
     return sum(cell.get("time_s", 0.0) for cell in cells) / 60
 
 
+def precisions(cells: list[dict[str, Any]]) -> str:
+    """The arithmetic the neural cells were fine-tuned in (``precision: auto`` differs between machines),
+    e.g. "bf16 (12 cells)"; cells written before polymask recorded it are counted as not recorded."""
+    counts = Counter(cell.get("precision", "not recorded") for cell in cells if "best_epoch" in cell)
+    return ", ".join(f"{name} ({count} cell{'' if count == 1 else 's'})" for name, count in sorted(counts.items()))
+
+
 def saved_models(cells: list[dict[str, Any]]) -> str:
     """How many fine-tuned models the cells saved and their total size, e.g. "12 fine-tuned models, 38.2 MB"."""
     saved = [cell["model_bytes"] for cell in cells if "model_dir" in cell]
@@ -175,7 +182,9 @@ def write_report(out: Path, title: str, rows: list[dict[str, Any]], results: dic
              f"best per column in bold; a mean column averages the tasks of one metric, or GLUE's tasks (± the std over seeds of the "
              f"per-seed averages). Wall time {results['wall_time_s']} s (cells run in this invocation); fine-tuning compute "
              f"{cell_minutes(results['cells']):.1f} min summed over all cells.", ""]
-    lines += [f"- {key}: {value}" for key, value in settings.items()] + [""]
+    lines += [f"- {key}: {value}" for key, value in settings.items()]
+    lines += [f"- precision used: {precisions(results['cells'])}"] if precisions(results["cells"]) else []
+    lines += [""]
     lines += _main_table(rows, systems, tasks) + _further_metrics(rows, systems, tasks)
     lines += ["", "## Tasks", "", "| task | split | evaluated on | metric | train / valid / test | invalid inputs "
               "skipped | duplicates removed | truncated |", "|---|---|---|---|---|---|---|---|"]

@@ -25,7 +25,7 @@ from polymask.tasks.span import (QAExample, SpanFeatures, SpanPredictor, allowed
 from polymask.tasks.squad import SquadTask
 from polymask.tasks.squad_eval import best_threshold
 from polymask.tokenization import SpecialIds
-from polymask.training.runtime import autocast, resolve_device
+from polymask.training.runtime import autocast, precision_used, resolve_device
 
 Forward = Callable[[SpanFeatures, np.ndarray], tuple[Tensor, Tensor]]
 
@@ -106,7 +106,7 @@ def finetune_span(task: SquadTask, encoder: Encoder, tokenizer: Tokenizer, modal
         "truncated": train_f.questions_cut + valid_f.questions_cut + test_f.questions_cut,
         "skipped": len(task.skipped), "duplicates_removed": 0,
         "split": "standard" if task.standard else "dev split (not standard)",
-        "time_s": round(time.perf_counter() - started, 2),
+        "precision": precision_used(device, config.precision), "time_s": round(time.perf_counter() - started, 2),
     }
     if task.version_2:
         golds = task.golds(test)
