@@ -18,6 +18,9 @@ def test_budgets_parse_and_turn_into_steps():
     assert steps_for(Budget("time", 60), tokens_per_step=0, step_seconds=0.25) == 240
     with pytest.raises(ConfigError, match="budget"):
         parse_budget("a while")
+    for zero in ("0m", "0-steps", "0-tokens"):
+        with pytest.raises(ConfigError, match=f"budget '{zero}' is zero"):
+            parse_budget(zero)
 
 
 def test_seed_noise_verdicts_cover_degenerate_scores():

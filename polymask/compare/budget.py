@@ -30,13 +30,18 @@ class Budget:
 def parse_budget(text: str) -> Budget:
     """``30m``, ``90s``, ``1.5h`` | ``2000-steps`` | ``5M-tokens``."""
     value = text.strip().lower()
+    budget = None
     if match := re.fullmatch(r"(\d+(?:\.\d+)?)([smh])", value):
-        return Budget("time", float(match[1]) * UNITS[match[2]])
-    if match := re.fullmatch(r"(\d+)[-_ ]?steps?", value):
-        return Budget("steps", int(match[1]))
-    if match := re.fullmatch(r"(\d+(?:\.\d+)?)([kmg]?)[-_ ]?tokens?", value):
-        return Budget("tokens", float(match[1]) * SCALE[match[2]])
-    raise ConfigError(f"budget '{text}' is not one of: a time (30m, 90s, 1.5h), N-steps, or N-tokens (5M-tokens)")
+        budget = Budget("time", float(match[1]) * UNITS[match[2]])
+    elif match := re.fullmatch(r"(\d+)[-_ ]?steps?", value):
+        budget = Budget("steps", int(match[1]))
+    elif match := re.fullmatch(r"(\d+(?:\.\d+)?)([kmg]?)[-_ ]?tokens?", value):
+        budget = Budget("tokens", float(match[1]) * SCALE[match[2]])
+    if budget is None:
+        raise ConfigError(f"budget '{text}' is not one of: a time (30m, 90s, 1.5h), N-steps, or N-tokens (5M-tokens)")
+    if budget.amount <= 0:
+        raise ConfigError(f"budget '{text}' is zero: give a positive time, step or token count")
+    return budget
 
 
 def steps_for(budget: Budget, tokens_per_step: float, step_seconds: float) -> int:
