@@ -43,6 +43,12 @@ def test_single_label_classification_metrics():
     assert np.isclose(score(["f1"], binary[:, None].astype(float), p)["f1"], skm.f1_score(binary, p[:, 0] >= 0.5))
 
 
+def test_mcc_of_one_class_everywhere_is_zero_without_a_warning(recwarn):
+    labels = np.ones((8, 1))
+    assert score(["mcc"], labels, np.full((8, 1), 0.9))["mcc"] == 0.0  # every prediction the one true class
+    assert not recwarn.list
+
+
 def test_better_respects_direction_and_nan():
     assert better("roc_auc", 0.8, 0.7) and not better("roc_auc", 0.6, 0.7)
     assert better("rmse", 0.5, 0.7) and not better("rmse", float("nan"), None)

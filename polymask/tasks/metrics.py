@@ -58,6 +58,12 @@ def _single_label(score: Callable[[np.ndarray, np.ndarray], float]) -> Callable[
     return lambda labels, predictions: float(score(*_classes(labels, predictions)))
 
 
+def _mcc(truth: np.ndarray, predicted: np.ndarray) -> float:
+    """Matthews correlation; 0 when truth and predictions hold one class between them (sklearn's value
+    there, without its warning in the middle of a benchmark's progress bar)."""
+    return 0.0 if len(np.union1d(truth, predicted)) < 2 else float(skm.matthews_corrcoef(truth, predicted))
+
+
 METRICS: dict[str, Metric] = {
     "roc_auc": Metric(_per_binary_task(skm.roc_auc_score), True),
     "prc_auc": Metric(_per_binary_task(skm.average_precision_score), True),
@@ -66,7 +72,7 @@ METRICS: dict[str, Metric] = {
     "pearson": Metric(_regression(lambda y, p: stats.pearsonr(y, p)[0]), True),
     "spearman": Metric(_regression(lambda y, p: stats.spearmanr(y, p)[0]), True),
     "accuracy": Metric(_single_label(skm.accuracy_score), True),
-    "mcc": Metric(_single_label(skm.matthews_corrcoef), True),
+    "mcc": Metric(_single_label(_mcc), True),
     "f1": Metric(_single_label(skm.f1_score), True),
     "macro_f1": Metric(_single_label(lambda y, p: skm.f1_score(y, p, average="macro")), True),
     "exact_match": Metric(squad_eval.exact_match, True),
