@@ -182,8 +182,8 @@ def write_report(out: Path, title: str, rows: list[dict[str, Any]], results: dic
              f"best per column in bold; a mean column averages the tasks of one metric, or GLUE's tasks (± the std over seeds of the "
              f"per-seed averages). Wall time {results['wall_time_s']} s (cells run in this invocation); fine-tuning compute "
              f"{cell_minutes(results['cells']):.1f} min summed over all cells.", ""]
-    lines += [f"- {key}: {value}" for key, value in settings.items()]
-    lines += [f"- precision used: {precisions(results['cells'])}"] if precisions(results["cells"]) else []
+    used = precisions(results["cells"])
+    lines += [f"- {key}: {value}" for key, value in settings.items()] + ([f"- precision used: {used}"] if used else [])
     lines += [""]
     lines += _main_table(rows, systems, tasks) + _further_metrics(rows, systems, tasks)
     lines += ["", "## Tasks", "", "| task | split | evaluated on | metric | train / valid / test | invalid inputs "
