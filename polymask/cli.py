@@ -6,6 +6,7 @@ import sys
 from pathlib import Path
 from typing import Any, Callable
 
+from polymask.builtin_models import checkpoint_path
 from polymask.errors import PolymaskError
 from polymask.jsonio import dumps
 from polymask.registry import UnknownNameError
@@ -214,9 +215,9 @@ def _add_export(sub: argparse._SubParsersAction) -> None:
         description="Write a checkpoint as a Hugging Face folder: config, safetensors weights, tokenizer, model card "
                     "and the model code (torch + transformers only; load with trust_remote_code=True). The export "
                     "is checked against polymask's encoder before it is written.")
-    parser.add_argument("--checkpoint", type=Path, required=True,
-                        help="run or checkpoint folder, or a fine-tuned model folder (its task head loads with "
-                             "AutoModelForSequenceClassification)")
+    parser.add_argument("--checkpoint", type=checkpoint_path, required=True,
+                        help="run or checkpoint folder, a built-in model's name (polymask models), or a fine-tuned "
+                             "model folder (its task head loads with AutoModelForSequenceClassification)")
     parser.add_argument("--out", type=Path, required=True, help="folder to write (ready for push_to_hub)")
     parser.add_argument("--overwrite", action="store_true", help="replace --out if it exists")
     parser.add_argument("--plugin", action="append",
@@ -241,6 +242,12 @@ def _add_tasks(sub: argparse._SubParsersAction) -> None:
     add_compare(sub)
 
 
+def _add_models(sub: argparse._SubParsersAction) -> None:
+    from polymask.export.builtin_cli import add_commands
+
+    add_commands(sub)
+
+
 def _add_inference(sub: argparse._SubParsersAction) -> None:
     from polymask.inference.cli import add_commands
 
@@ -248,7 +255,7 @@ def _add_inference(sub: argparse._SubParsersAction) -> None:
 
 
 COMMANDS: list[Callable[[argparse._SubParsersAction], None]] = [
-    _add_train, _add_tokenizer, _add_tasks, _add_inference, _add_export, _add_bench, _add_analyze]
+    _add_train, _add_tokenizer, _add_tasks, _add_inference, _add_export, _add_models, _add_bench, _add_analyze]
 
 
 def build_parser() -> argparse.ArgumentParser:

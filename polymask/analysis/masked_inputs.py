@@ -6,6 +6,8 @@ import argparse
 from pathlib import Path
 from typing import TYPE_CHECKING, Iterator
 
+from polymask.builtin_models import checkpoint_path
+
 if TYPE_CHECKING:  # kept out of the import so that building the CLI parser stays light
     from torch import Tensor
 
@@ -42,8 +44,9 @@ def masked_batches(checkpoint: "LoadedCheckpoint", objective: "Objective", data:
 
 def add_masked_input_arguments(parser: argparse.ArgumentParser, name: str, example: str) -> None:
     """--checkpoint, --data, --out and the masking options of ``polymask analyze <name>``."""
-    parser.add_argument("--checkpoint", type=Path, action="append", required=True,
-                        help=f"run or checkpoint folder (repeat to compare, e.g. {example})")
+    parser.add_argument("--checkpoint", type=checkpoint_path, action="append", required=True,
+                        help=f"run or checkpoint folder, or a built-in model's name (repeat to compare, e.g. "
+                             f"{example})")
     parser.add_argument("--data", type=Path, nargs="+", required=True, help="held-out corpus files")
     parser.add_argument("--out", type=Path, default=Path(f"runs/analysis/{name}"), help="folder for the outputs")
     parser.add_argument("--mask-ratio", type=float, default=0.15, help="fraction of maskable tokens masked")

@@ -76,7 +76,7 @@ def measure_checkpoint(path: Path, data: list[Path], tau: float, mask_ratio: flo
             rows.append({"layer": layer, "kind": kind, "tokens": int(states.shape[0]),
                          "variance_rank": variance_rank(values, tau), "entropy_rank": entropy_rank(values)})
     return {"checkpoint": str(checkpoint.folder), "objective": name,
-            "label": f"{checkpoint.folder.parent.parent.name} ({name})", "d_model": objective.encoder.config.d_model,
+            "label": f"{checkpoint.name} ({name})", "d_model": objective.encoder.config.d_model,
             "layers": rows}
 
 

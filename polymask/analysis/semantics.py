@@ -79,7 +79,7 @@ def measure_checkpoint(path: Path, data: list[Path], mask_ratio: float, seed: in
         count += int(targets.numel())
         sequences += batch.input_ids.shape[0]
     return {"checkpoint": str(checkpoint.folder), "objective": objective.config.model_dump(mode="json"),
-            "label": f"{checkpoint.folder.parent.parent.name} ({name})",
+            "label": f"{checkpoint.name} ({name})",
             "sequences": sequences, "masked_tokens": count, "masked_positions_sha256": digest.hexdigest(),
             "mean_entropy_nats": entropy_sum / count, "mean_target_nll_nats": target_nll / count,
             "top_k_accuracy": {str(k): float(hits[slot]) / count for slot, k in enumerate(top_k)}}

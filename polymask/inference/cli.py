@@ -7,6 +7,7 @@ import os
 from pathlib import Path
 from typing import Any, Callable
 
+from polymask.builtin_models import checkpoint_path
 from polymask.errors import DataError
 
 PREDICT_FORMATS = (".csv", ".tsv", ".parquet")
@@ -171,8 +172,9 @@ def add_commands(sub: argparse._SubParsersAction) -> None:
                     "record's embedding is all NaN). .npy: only the embedded records' vectors, and a side file "
                     "X.rows.csv giving, for every input row, its vector's index in X.npy (empty if rejected), why, "
                     "and the input's other columns (ids).")
-    embed.add_argument("--checkpoint", type=Path, required=True,
-                       help="pretraining run or checkpoint folder, or a fine-tuned model folder")
+    embed.add_argument("--checkpoint", type=checkpoint_path, required=True,
+                       help="pretraining run or checkpoint folder, a built-in model's name (polymask models), or a "
+                            "fine-tuned model folder")
     embed.add_argument("--out", type=Path, required=True, help="X.npy (+ X.rows.csv) or X.parquet")
     embed.add_argument("--pool", choices=["cls", "mean"],
                        help="cls: the [CLS] state; mean: the mean over the record's tokens ([CLS] and [SEP] included, "

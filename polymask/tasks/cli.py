@@ -5,6 +5,7 @@ import argparse
 from pathlib import Path
 from typing import Any
 
+from polymask.builtin_models import checkpoint_path
 from polymask.errors import ConfigError
 from polymask.registry import did_you_mean
 from polymask.tasks.options import FinetuneConfig
@@ -114,14 +115,16 @@ def cmd_benchmark(args: argparse.Namespace) -> int:
 def add_commands(sub: argparse._SubParsersAction) -> None:
     finetune = sub.add_parser("finetune", help="fine-tune a pretrained encoder on one task")
     finetune.add_argument("--task", required=True, help="task key, e.g. moleculenet/bbbp (see tasks/)")
-    finetune.add_argument("--checkpoint", type=Path, required=True, help="run or checkpoint folder")
+    finetune.add_argument("--checkpoint", type=checkpoint_path, required=True,
+                          help="run or checkpoint folder, or a built-in model's name (polymask models)")
     finetune.add_argument("--seeds", type=int, nargs="+", default=[0], help="fine-tuning seeds (e.g. 0 1 2)")
     add_finetune_options(finetune, "runs/finetune-<task>")
     finetune.set_defaults(handler=cmd_finetune)
 
     benchmark = sub.add_parser("benchmark", help="fine-tune checkpoints on a benchmark's tasks, with references")
     benchmark.add_argument("benchmark", help="benchmark name: a folder of tasks/ (moleculenet, ...)")
-    benchmark.add_argument("--checkpoint", type=Path, action="append", required=True, help="run or checkpoint folder (repeat)")
+    benchmark.add_argument("--checkpoint", type=checkpoint_path, action="append", required=True,
+                           help="run or checkpoint folder, or a built-in model's name (repeat)")
     benchmark.add_argument("--tasks", nargs="+", help="task names (default: the benchmark's default set)")
     benchmark.add_argument("--seeds", type=int, default=3, help="number of fine-tuning seeds (0..N-1)")
     benchmark.add_argument("--no-references", action="store_true", help="skip the untrained and reference rows")

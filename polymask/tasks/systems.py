@@ -80,8 +80,7 @@ def checkpoint_system(path: Path, config: FinetuneConfig) -> System:
     checkpoint.build_objective()  # refuses mismatched or non-finite weights now, not after the task data is read
     run_config = build_run_config(checkpoint.config)
     modality = build_modality(run_config.modality)
-    run_dir = checkpoint.folder.parent.parent
-    return System(f"{run_dir.name} ({run_config.objective.name})",
+    return System(f"{checkpoint.name} ({run_config.objective.name})",
                   f"{checkpoint.folder} ({run_config.objective.name}, preset {checkpoint.encoder_config.preset})",
                   modality, _finetuned(lambda seed: checkpoint.build_encoder(), checkpoint, modality, config, True))
 

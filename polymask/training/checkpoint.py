@@ -17,6 +17,9 @@ checkpoint, and a checkpoint holding a NaN or an infinity is never written. ``la
 only name a ``step-NNNNNN`` folder beside it. Loading verifies every checksum and loads weights
 strictly (missing, unexpected, misshapen or non-finite tensors are refused by name); every fault
 ends in one ``CheckpointError`` line. Nothing is ever unpickled.
+
+A built-in model (``polymask.builtin_models``) is a checkpoint without optimizer state, found by name; its
+weights may be stored in float16 or bfloat16, and every half-precision tensor is loaded as float32.
 """
 from __future__ import annotations
 
@@ -35,6 +38,7 @@ from safetensors.torch import load_file, save_file
 from tokenizers import Tokenizer
 
 from polymask.atomic_folder import move_into_place
+from polymask.builtin_models import checkpoint_path, is_builtin, not_found
 from polymask.errors import CheckpointError, ConfigError, DataError, TrainingDiverged
 from polymask.jsonio import dumps
 from polymask.model.encoder import Encoder, EncoderConfig
@@ -144,9 +148,10 @@ def save_checkpoint(run_dir: Path, step: int, weights: dict[str, torch.Tensor], 
     return final
 
 
-def resolve_checkpoint(path: Path) -> Path:
-    """A checkpoint folder from a checkpoint folder, a ``checkpoints/`` folder or a run folder."""
-    path = Path(path)
+def resolve_checkpoint(path: str | Path) -> Path:
+    """A checkpoint folder from a checkpoint folder, a ``checkpoints/`` folder, a run folder or a built-in
+    model's name (an existing path wins over a name)."""
+    path = checkpoint_path(path)
     if (path / MANIFEST).is_file() or (path / "model.safetensors").is_file():
         return path
     for root in (path, path / "checkpoints"):
@@ -154,7 +159,7 @@ def resolve_checkpoint(path: Path) -> Path:
         if pointer.is_file():
             return follow_pointer(pointer)
     if not path.exists():
-        raise CheckpointError(f"checkpoint not found: {path}")
+        raise CheckpointError(not_found(path))
     raise CheckpointError(f"{path} holds no checkpoint (no {MANIFEST}, no checkpoints/{LATEST}); "
                           f"it may be from a run that never saved one")
 
@@ -217,6 +222,18 @@ class LoadedCheckpoint:
     vocab_size: int
     tokenizer: Tokenizer
 
+    @property
+    def name(self) -> str:
+        """What tables and plots call it: the built-in model's name, else its run folder's name."""
+        return self.folder.name if is_builtin(self.folder) else self.run_dir().name
+
+    def run_dir(self) -> Path:
+        """The run folder the checkpoint was saved in, where a resumed run continues; a built-in model has none."""
+        if is_builtin(self.folder):
+            raise CheckpointError(f"{self.folder.name} is a built-in model (weights only, no optimizer state): it "
+                                  f"cannot be resumed; fine-tune it, embed with it or export it")
+        return self.folder.parent.parent
+
     def trainer_state(self) -> tuple[dict[str, Any], dict[str, torch.Tensor]]:
         """Trainer state JSON and the optimizer/RNG tensors (only needed to resume)."""
         state = read_json_object(self.folder, "trainer_state.json")
@@ -270,8 +287,8 @@ def run_config_name(folder: Path) -> str:
         else RUN_CONFIG
 
 
-def load_checkpoint(path: Path) -> LoadedCheckpoint:
-    """Load (and verify) a checkpoint from a checkpoint or run folder."""
+def load_checkpoint(path: str | Path) -> LoadedCheckpoint:
+    """Load (and verify) a checkpoint from a checkpoint or run folder, or a built-in model's name."""
     from polymask.config import build_run_config
 
     folder = resolve_checkpoint(path)
@@ -279,7 +296,7 @@ def load_checkpoint(path: Path) -> LoadedCheckpoint:
         raise CheckpointError(f"{folder} is a fine-tuned model, not a pretraining checkpoint; load it with "
                               f"polymask.load_model")
     verify_checkpoint(folder)
-    weights = _load_tensors(folder, "model.safetensors")
+    weights = _upcast(_load_tensors(folder, "model.safetensors"))
     encoder_meta = read_json_object(folder, "encoder.json")
     config_name = run_config_name(folder)
     run_config = read_json_object(folder, config_name)
@@ -302,6 +319,12 @@ def load_checkpoint(path: Path) -> LoadedCheckpoint:
 def _one_line(exc: BaseException) -> str:
     """A multi-line message (pydantic's, a config's) folded into one line."""
     return "; ".join(line.strip() for line in str(exc).splitlines() if line.strip()).replace(":;", ":")[:400]
+
+
+def _upcast(weights: dict[str, torch.Tensor]) -> dict[str, torch.Tensor]:
+    """Half-precision tensors (a built-in model's storage) as float32, the precision everything trains in."""
+    return {name: tensor.float() if tensor.dtype in (torch.float16, torch.bfloat16) else tensor
+            for name, tensor in weights.items()}
 
 
 def _load_tensors(folder: Path, name: str) -> dict[str, torch.Tensor]:

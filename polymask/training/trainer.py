@@ -419,7 +419,7 @@ def train(config: RunConfig | dict[str, Any] | None = None, *, data: Dataset | N
     run_dir, tokenizer = None, None
     if resume is not None:
         checkpoint_config = load_checkpoint(Path(resume))
-        run_dir = checkpoint_config.folder.parent.parent
+        run_dir = checkpoint_config.run_dir()
         tokenizer = checkpoint_config.tokenizer  # the one it was trained with, whatever the built-in is now
         if config is None:
             config = checkpoint_config.config
