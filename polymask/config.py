@@ -13,9 +13,9 @@ from pathlib import Path
 from typing import Any, Literal
 
 import yaml
-from pydantic import Field, SerializeAsAny, ValidationError
+from pydantic import Field, SerializeAsAny, ValidationError, model_validator
 
-from polymask.errors import ConfigError
+from polymask.errors import ConfigError, DataError
 from polymask.model.encoder import EncoderConfig
 from polymask.registry import UnknownNameError
 from polymask.resources import builtin_config
@@ -26,6 +26,9 @@ SCIENTIFIC = re.compile(r"[-+]?(\d+\.?\d*|\.\d+)[eE][-+]?\d+")
 
 class DataConfig(StrictModel):
     paths: list[Path] = Field(default_factory=list, description="corpus files; empty: the modality's built-in corpus")
+    root: Path | None = Field(
+        None, description="folder where a relative corpus path not found from the working directory is looked up; "
+                          "default: $POLYMASK_DATA_DIR")
     column: str | None = Field(None, description="column or field holding the sequence (csv/tsv/jsonl/parquet)")
     max_len: int = Field(128, ge=8, le=8192, description="maximum tokens per sequence, specials included")
     val_fraction: float = Field(0.05, ge=0.0, lt=0.5, description="fraction of records held out for validation")
@@ -39,6 +42,30 @@ class DataConfig(StrictModel):
         None, ge=1, description="processes that validate, canonicalise and tokenise the corpus (datasets.map); "
                                 "null: every available core for corpora of 50,000 records or more, else 1")
     streaming: bool = Field(False, description="read, validate and tokenise on the fly instead of caching the corpus")
+    exclude: list[Path] = Field(
+        default_factory=list, description="files (or folders of files) of records to keep out of the corpus, compared "
+                                          "after normalisation, e.g. a benchmark's held-out molecules from "
+                                          "`polymask benchmark-heldout`; counted in the run's report")
+
+    @model_validator(mode="after")
+    def _exclude_needs_cache(self) -> "DataConfig":
+        if self.exclude and self.streaming:
+            raise ValueError("data.exclude needs the cached corpus; it cannot be combined with data.streaming")
+        return self
+
+    def corpus_paths(self) -> list[Path]:
+        """``paths``, each relative one found from the working directory or else under ``root``."""
+        root = self.root or (Path(os.environ["POLYMASK_DATA_DIR"]) if os.environ.get("POLYMASK_DATA_DIR") else None)
+        found = []
+        for path in self.paths:
+            if not path.is_absolute() and not path.exists() and root is not None and (root / path).exists():
+                path = root / path
+            elif not path.exists():
+                where = f" nor under {root}" if root is not None and not path.is_absolute() else ""
+                hint = "" if path.is_absolute() or root else " (set data.root or $POLYMASK_DATA_DIR to a data folder)"
+                raise DataError(f"corpus file {path} not found from {Path.cwd()}{where}{hint}")
+            found.append(path)
+        return found
 
     def resolved_cache_dir(self) -> Path:
         if self.cache_dir is not None:

@@ -41,9 +41,10 @@ def export_heldout(run_dir: Path, out: Path) -> Path:
     config = build_run_config(checkpoint.config)
     modality = build_modality(config.modality)
     data = config.data
-    corpus = prepare_corpus(modality, checkpoint.tokenizer, data.paths or modality.corpus_paths(), column=data.column,
+    corpus = prepare_corpus(modality, checkpoint.tokenizer, data.corpus_paths() or modality.corpus_paths(), column=data.column,
                             max_len=data.max_len, val_fraction=data.val_fraction, max_val_records=data.max_val_records,
-                            seed=config.train.seed, cache_dir=data.resolved_cache_dir(), strict=False)
+                            seed=config.train.seed, cache_dir=data.resolved_cache_dir(), strict=False,
+                            exclude=data.exclude)
     lines = [modality.decode(checkpoint.tokenizer, corpus.valid[i].tolist()).replace("\n", " ")
              for i in range(len(corpus.valid))]
     write_text(path, "".join(line + "\n" for line in lines if line.strip()))

@@ -26,6 +26,7 @@ from datasets import Dataset, Features, Sequence as ListFeature, Value, load_fro
 from tokenizers import Tokenizer
 
 from polymask.data import pipeline
+from polymask.data.exclusions import exclusion_files, in_held_out, load_exclusions
 from polymask.data.readers import check_corpus_file, read_records
 from polymask.data.tokens import TokenStore
 from polymask.errors import DataError
@@ -60,6 +61,10 @@ class CorpusReport:
     skipped_by_reason: dict[str, int] = field(default_factory=dict)
     #: records each optional normalisation step changed (SMILES standardisation: "largest_fragment", ...)
     changed_by_step: dict[str, int] = field(default_factory=dict)
+    #: valid records kept out of both splits because an exclusion file holds them (``data.exclude``)
+    held_out: int = 0
+    #: the same per exclusion file (a record in several files counts in each)
+    held_out_by_file: dict[str, int] = field(default_factory=dict)
     cache: str = ""
 
     def count_skipped(self, entry: dict) -> None:
@@ -97,8 +102,10 @@ def file_digest(path: Path) -> str:
 
 def prepare_corpus(modality: Modality, tokenizer: Tokenizer, sources: Sequence[Path] | Dataset, *,
                    column: str | None, max_len: int, val_fraction: float, max_val_records: int,
-                   seed: int, cache_dir: Path, strict: bool, num_proc: int | None = 1) -> Corpus:
-    """Tokenise (or load from the cache) a corpus into train and validation ``TokenStore``s."""
+                   seed: int, cache_dir: Path, strict: bool, num_proc: int | None = 1,
+                   exclude: Sequence[Path] = ()) -> Corpus:
+    """Tokenise (or load from the cache) a corpus into train and validation ``TokenStore``s; records found in the
+    ``exclude`` files are held out of both (``polymask.data.exclusions``)."""
     settings = {"version": PIPELINE_VERSION, "column": column, "max_len": max_len, "val_fraction": val_fraction,
                 "max_val_records": max_val_records, "seed": seed,
                 "modality": modality.config.model_dump(mode="json", exclude={"tokenizer"})}
@@ -110,12 +117,15 @@ def prepare_corpus(modality: Modality, tokenizer: Tokenizer, sources: Sequence[P
         for path in sources:
             check_corpus_file(Path(path))
             key.update(file_digest(Path(path)).encode())
+    for path in exclusion_files(exclude):
+        key.update(f"exclude:{path.name}:{file_digest(path)}".encode())
     folder = cache_dir / f"{modality.name}-{key.hexdigest()[:20]}"
     if not (folder / "report.json").is_file():
         with _build_lock(folder):
             if not (folder / "report.json").is_file():  # another process may have built it meanwhile
                 _build(folder, modality, tokenizer, sources, column=column, max_len=max_len, val_fraction=val_fraction,
-                       max_val_records=max_val_records, seed=seed, strict=strict, num_proc=num_proc)
+                       max_val_records=max_val_records, seed=seed, strict=strict, num_proc=num_proc,
+                       exclude=exclude)
     report = CorpusReport(**json.loads((folder / "report.json").read_text()))
     report.cache = str(folder)
     if strict and report.skipped:
@@ -156,7 +166,7 @@ def _load_split(path: Path, size: int) -> TokenStore:
 
 def _build(folder: Path, modality: Modality, tokenizer: Tokenizer, sources: Sequence[Path] | Dataset, *,
            column: str | None, max_len: int, val_fraction: float, max_val_records: int, seed: int,
-           strict: bool, num_proc: int | None) -> None:
+           strict: bool, num_proc: int | None, exclude: Sequence[Path]) -> None:
     """Build the cache entry in a temporary folder of this process, then rename it into place; the
     temporary folder goes whatever happens."""
     datasets.disable_progress_bars()
@@ -167,16 +177,29 @@ def _build(folder: Path, modality: Modality, tokenizer: Tokenizer, sources: Sequ
         with pipeline.unwrapped_errors():
             _build_into(tmp, folder.name, modality, tokenizer, sources, column=column, max_len=max_len,
                         val_fraction=val_fraction, max_val_records=max_val_records, seed=seed, strict=strict,
-                        num_proc=num_proc)
+                        num_proc=num_proc, exclude=exclude)
         shutil.rmtree(folder, ignore_errors=True)
         tmp.rename(folder)
     finally:
         shutil.rmtree(tmp, ignore_errors=True)
 
 
+def _hold_out(rows: Dataset, held_out: dict[str, tuple[str, ...]], report: CorpusReport, name: str,
+              workers: int | None) -> Dataset:
+    """``rows`` without the records of ``held_out``, counted into ``report`` (in total and per file)."""
+    matched = rows.filter(in_held_out, batched=True, num_proc=workers, fn_kwargs={"held_out": held_out, "keep": True},
+                          new_fingerprint=f"{name}-held-out")
+    report.held_out = len(matched)
+    for text in matched["text"]:
+        for file_name in held_out[text]:
+            report.held_out_by_file[file_name] = report.held_out_by_file.get(file_name, 0) + 1
+    return rows.filter(in_held_out, batched=True, num_proc=workers, fn_kwargs={"held_out": held_out, "keep": False},
+                       new_fingerprint=f"{name}-not-held-out")
+
+
 def _build_into(tmp: Path, name: str, modality: Modality, tokenizer: Tokenizer, sources: Sequence[Path] | Dataset, *,
                 column: str | None, max_len: int, val_fraction: float, max_val_records: int, seed: int,
-                strict: bool, num_proc: int | None) -> None:
+                strict: bool, num_proc: int | None, exclude: Sequence[Path]) -> None:
     """Read, normalise, split and tokenise through ``datasets.map`` into ``tmp`` (its report last)."""
     if isinstance(sources, Dataset):
         rows = pipeline.dataset_rows(sources, column, modality.default_columns)
@@ -196,6 +219,11 @@ def _build_into(tmp: Path, name: str, modality: Modality, tokenizer: Tokenizer, 
         raise strict_error(skipped[0])
     valid_rows = normalized.filter(lambda batch: [r is None for r in batch["reason"]], batched=True,
                                    num_proc=workers, new_fingerprint=f"{name}-kept")
+    held_out = load_exclusions(modality, exclude)
+    if held_out:
+        valid_rows = _hold_out(valid_rows, held_out, report, name, workers)
+    if len(valid_rows) == 0 and report.held_out:
+        raise DataError(f"every valid record of the corpus is in data.exclude ({report.held_out:,} held out)")
     if len(valid_rows) == 0:
         first = skipped[0]
         raise DataError(f"{first['source']}:{first['line']}: {first['reason']}; no usable record in the corpus "

@@ -22,7 +22,11 @@ def sample_texts(checkpoint: LoadedCheckpoint, count: int = 8, scan: int = 200) 
 
     config = build_run_config(checkpoint.config)
     modality = build_modality(config.modality)
-    return sample_records(modality, [Path(p) for p in config.data.paths], config.data.column, count, scan)
+    try:
+        paths = config.data.corpus_paths()
+    except DataError:
+        return []
+    return sample_records(modality, paths, config.data.column, count, scan)
 
 
 def sample_records(modality: "Modality", paths: list[Path], column: str | None = None, count: int = 8,

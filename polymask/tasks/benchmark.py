@@ -119,8 +119,8 @@ def run_cells(systems: list[System], task_keys: list[str], seeds: list[int], out
             "task_order": [spec.key for spec in specs]}
 
 
-def aggregate(results: dict[str, Any]) -> list[dict[str, Any]]:
-    """One row per (system, task): mean and std over seeds of every test metric."""
+def aggregate(results: dict[str, Any], part: str = "test") -> list[dict[str, Any]]:
+    """One row per (system, task): mean and std over seeds of every metric of ``part`` (test or valid)."""
     groups: dict[tuple[str, str], list[dict[str, Any]]] = {}
     for cell in results["cells"]:
         groups.setdefault((cell["system"], cell["task"]), []).append(cell)
@@ -128,8 +128,8 @@ def aggregate(results: dict[str, Any]) -> list[dict[str, Any]]:
     for (system, task), cells in groups.items():
         row = {"system": system, "task": task, "metric": cells[0]["metric"], "seeds": len(cells),
                **{k: cells[0][k] for k in ("split", "n_train", "n_valid", "n_test", "skipped", "truncated")}}
-        for name in cells[0]["test"]:
-            values = np.array([c["test"][name] for c in cells], dtype=float)
+        for name in cells[0][part]:
+            values = np.array([c[part].get(name, float("nan")) for c in cells], dtype=float)
             finite = values[~np.isnan(values)]
             row[f"{name}_mean"] = float(finite.mean()) if finite.size else float("nan")
             row[f"{name}_std"] = float(finite.std()) if finite.size else float("nan")
@@ -148,4 +148,4 @@ def run_benchmark(systems: list[System], task_keys: list[str], seeds: list[int],
     make_dir(out)
     with inner_progress(progress):
         results = run_cells(systems, task_keys, seeds, out, data_dir, progress, missing_ok)
-    return write_report(out, title, aggregate(results), results, settings or {})
+    return write_report(out, title, aggregate(results), results, settings or {}, aggregate(results, "valid"))

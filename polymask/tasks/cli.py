@@ -82,24 +82,30 @@ def cmd_finetune(args: argparse.Namespace) -> int:
     return 0
 
 
-def cmd_benchmark(args: argparse.Namespace) -> int:
-    from polymask.tasks.benchmark import run_benchmark
+def _benchmark_tasks(benchmark: str, names: list[str] | None) -> list[str]:
+    """Task keys of ``benchmark``: ``names`` (with or without the benchmark prefix) or its default set."""
     from polymask.tasks.spec import task_names
-    from polymask.tasks.systems import checkpoint_system, reference_systems, untrained_system
 
-    available = task_names(args.benchmark)
+    available = task_names(benchmark)
     if not available:
         benchmarks = sorted({key.split("/")[0] for key in task_names()})
-        raise ConfigError(f"unknown benchmark '{args.benchmark}';{did_you_mean(args.benchmark, benchmarks)} "
+        raise ConfigError(f"unknown benchmark '{benchmark}';{did_you_mean(benchmark, benchmarks)} "
                           f"benchmarks: {', '.join(benchmarks)}")
-    if args.tasks:
-        tasks = [t if "/" in t else f"{args.benchmark}/{t}" for t in args.tasks]
-        unknown = [t for t in tasks if t not in available]
-        if unknown:
-            hints = "".join(did_you_mean(t, available) for t in unknown)
-            raise ConfigError(f"unknown tasks {unknown};{hints} {args.benchmark} has: {', '.join(available)}")
-    else:
-        tasks = task_names(args.benchmark, default_only=True)
+    if not names:
+        return task_names(benchmark, default_only=True)
+    tasks = [t if "/" in t else f"{benchmark}/{t}" for t in names]
+    unknown = [t for t in tasks if t not in available]
+    if unknown:
+        hints = "".join(did_you_mean(t, available) for t in unknown)
+        raise ConfigError(f"unknown tasks {unknown};{hints} {benchmark} has: {', '.join(available)}")
+    return tasks
+
+
+def cmd_benchmark(args: argparse.Namespace) -> int:
+    from polymask.tasks.benchmark import run_benchmark
+    from polymask.tasks.systems import checkpoint_system, reference_systems, untrained_system
+
+    tasks = _benchmark_tasks(args.benchmark, args.tasks)
     config = finetune_config(args)
     systems = [checkpoint_system(path, config) for path in args.checkpoint]
     if not args.no_references:
@@ -109,6 +115,17 @@ def cmd_benchmark(args: argparse.Namespace) -> int:
     report = run_benchmark(systems, tasks, list(range(args.seeds)), out, f"{args.benchmark} benchmark",
                            args.data_dir, _settings(config, args), not args.quiet)
     print(report.read_text())
+    return 0
+
+
+def cmd_heldout(args: argparse.Namespace) -> int:
+    from polymask.tasks.heldout import write_heldout
+
+    tasks = _benchmark_tasks(args.benchmark, args.tasks)
+    summary = write_heldout(tasks, args.splits, args.out, args.data_dir)
+    total = sum(summary["records"].values())
+    print(f"wrote {len(summary['records'])} files ({total:,} records) to {args.out}; keep them out of a pretraining "
+          f"corpus with --set 'data.exclude=[{args.out}]'")
     return 0
 
 
@@ -130,3 +147,15 @@ def add_commands(sub: argparse._SubParsersAction) -> None:
     benchmark.add_argument("--no-references", action="store_true", help="skip the untrained and reference rows")
     add_finetune_options(benchmark, "runs/benchmark-<benchmark>")
     benchmark.set_defaults(handler=cmd_benchmark)
+
+    heldout = sub.add_parser(
+        "benchmark-heldout", help="write a benchmark's validation and test inputs, to keep out of a pretraining corpus",
+        description="Write the normalised inputs of a benchmark's validation and test splits (the split the benchmark "
+                    "uses), one file per task and split, for data.exclude of a pretraining run.")
+    heldout.add_argument("benchmark", help="benchmark name: a folder of tasks/ (moleculenet, ...)")
+    heldout.add_argument("--tasks", nargs="+", help="task names (default: the benchmark's default set)")
+    heldout.add_argument("--splits", nargs="+", choices=["train", "valid", "test"], default=["valid", "test"],
+                         help="splits to write (default: valid test)")
+    heldout.add_argument("--data-dir", type=Path, help="folder with task files (default $POLYMASK_DATA_DIR, then built-in)")
+    heldout.add_argument("--out", type=Path, required=True, help="folder for the files")
+    heldout.set_defaults(handler=cmd_heldout)

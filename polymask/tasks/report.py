@@ -171,9 +171,20 @@ def _plot(path: Path, rows: list[dict[str, Any]], systems: list[str], tasks: lis
     plt.close(figure)
 
 
+def _validation_section(valid_rows: list[dict[str, Any]], systems: list[str], tasks: list[str]) -> list[str]:
+    """The same table on the validation splits: what settings, checkpoints and recipes are chosen on."""
+    if not valid_rows:
+        return []
+    return ["", "## Validation scores", "",
+            "The validation split of each task at the epoch each cell chose (mean ± std over seeds): choose "
+            "checkpoints and fine-tuning settings on these, never on the table above.", ""] + _main_table(
+        valid_rows, systems, tasks)
+
+
 def write_report(out: Path, title: str, rows: list[dict[str, Any]], results: dict[str, Any],
-                 settings: dict[str, Any]) -> Path:
-    """Write results.md, results.csv, results.json and results.png under ``out``."""
+                 settings: dict[str, Any], valid_rows: list[dict[str, Any]] | None = None) -> Path:
+    """Write results.md, results.csv, results.json and results.png under ``out`` (with ``valid_rows``, the
+    validation scores too)."""
     systems = list(results["systems"])
     tasks = results["task_order"]
     lines = [f"# {title}", "",
@@ -186,6 +197,7 @@ def write_report(out: Path, title: str, rows: list[dict[str, Any]], results: dic
     lines += [f"- {key}: {value}" for key, value in settings.items()] + ([f"- precision used: {used}"] if used else [])
     lines += [""]
     lines += _main_table(rows, systems, tasks) + _further_metrics(rows, systems, tasks)
+    lines += _validation_section(valid_rows or [], systems, tasks)
     lines += ["", "## Tasks", "", "| task | split | evaluated on | metric | train / valid / test | invalid inputs "
               "skipped | duplicates removed | truncated |", "|---|---|---|---|---|---|---|---|"]
     for task in tasks:
@@ -209,7 +221,8 @@ def write_report(out: Path, title: str, rows: list[dict[str, Any]], results: dic
                 writer.writerow([row["system"], row["task"], name, row[f"{name}_mean"], row[f"{name}_std"], row["seeds"],
                                  ";".join(f"{v:.6g}" for v in row[f"{name}_values"]), row["split"], row["n_train"],
                                  row["n_valid"], row["n_test"], row["skipped"], row["truncated"]])
-    write_json(out / "results.json", {"title": title, "settings": settings, "rows": rows, **results}, default=str)
+    write_json(out / "results.json", {"title": title, "settings": settings, "rows": rows,
+                                      "valid_rows": valid_rows or [], **results}, default=str)
     if rows:
         _plot(out / "results.png", rows, systems, tasks)
     return out / "results.md"

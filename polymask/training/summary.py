@@ -58,6 +58,8 @@ def write_summary(trainer: "Trainer", last_eval: dict[str, Any], wall_time: floa
         "skipped_examples": report.skipped_examples,
         "skipped_by_reason": report.skipped_by_reason,
         "changed_by_step": report.changed_by_step,
+        "held_out_records": report.held_out,
+        "held_out_by_file": report.held_out_by_file,
         "unknown_tokens": report.unknown_tokens,
         "train_sequences": report.train_sequences,
         "valid_sequences": report.valid_sequences,
@@ -79,7 +81,7 @@ def write_summary(trainer: "Trainer", last_eval: dict[str, Any], wall_time: floa
 def format_summary(summary: dict[str, Any]) -> str:
     """The summary as a two-column Markdown table."""
     rows = [(key, value) for key, value in summary.items()
-            if key not in ("skipped_examples", "skipped_by_reason", "changed_by_step", "collapse")]
+            if key not in ("skipped_examples", "skipped_by_reason", "changed_by_step", "held_out_by_file", "collapse")]
     lines = ["| metric | value |", "|---|---|"]
     for key, value in rows:
         shown = f"{value:.4f}" if isinstance(value, float) and key.endswith(("loss", "accuracy")) else value
@@ -97,6 +99,10 @@ def format_summary(summary: dict[str, Any]) -> str:
         lines.append("by reason:")
         lines.extend(f"  {count:,} {kind}" for kind, count in sorted(summary.get("skipped_by_reason", {}).items(),
                                                                     key=lambda item: -item[1]))
+    if summary.get("held_out_by_file"):
+        lines.append("")
+        lines.append(f"{summary['held_out_records']:,} records held out of the corpus (data.exclude), per file: " + ", ".join(
+            f"{name} {count:,}" for name, count in summary["held_out_by_file"].items()))
     if summary.get("changed_by_step"):
         lines.append("")
         lines.append("records changed by each normalisation step: " + ", ".join(

@@ -124,7 +124,7 @@ class Trainer:
     def _prepare_data(self, data: Dataset | None) -> None:
         """Set ``batches`` (the training stream), ``valid_store``, ``corpus_report`` and ``skipped_file``."""
         config = self.config
-        sources = data if data is not None else (config.data.paths or self.modality.corpus_paths())
+        sources = data if data is not None else (config.data.corpus_paths() or self.modality.corpus_paths())
         if config.data.streaming:
             self.skipped_file = self.run_dir / "skipped_records.jsonl"
             self.batches = StreamingBatches(
@@ -143,7 +143,7 @@ class Trainer:
                 self.modality, self.tokenizer, sources, column=config.data.column, max_len=config.data.max_len,
                 val_fraction=config.data.val_fraction, max_val_records=config.data.max_val_records,
                 seed=config.train.seed, cache_dir=config.data.resolved_cache_dir(), strict=config.data.strict,
-                num_proc=config.data.num_proc)
+                num_proc=config.data.num_proc, exclude=config.data.exclude)
 
         corpus = prepare() if self.dist.is_main else None  # rank 0 tokenises; the others read its cache
         self.dist.barrier()
