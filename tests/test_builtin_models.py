@@ -46,7 +46,9 @@ def test_made_folder_holds_weights_only_in_float16(zoo, tiny_smiles_run):
     original = load_checkpoint(tiny_smiles_run)
     assert facts == {"modality": "smiles", "objective": "mlm", "corpus": "300 molecules of the built-in corpus",
                      "parameters": sum(p.numel() for p in original.build_encoder().parameters()),
-                     "preset": "tiny", "dtype": "float16", "step": 3}
+                     "preset": "tiny", "dtype": "float16", "step": 3,
+                     "tokens": original.pretraining_tokens()}
+    assert facts["tokens"] > 0
     manifest = json.loads((folder / "manifest.json").read_text())
     assert set(manifest["files"]) == {path.name for path in folder.iterdir()} - {"manifest.json"}
     assert f"polymask.load_checkpoint(\"{NAME}\")" in (folder / CARD).read_text()

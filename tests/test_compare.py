@@ -6,7 +6,7 @@ import pytest
 
 from polymask.cli import main
 from polymask.compare.budget import Budget, parse_budget, steps_for
-from polymask.compare.report import COLLAPSED_VERDICT, _verdict, benchmark_rows
+from polymask.compare.report import COLLAPSED_VERDICT, benchmark_rows
 from polymask.errors import ConfigError
 
 
@@ -21,16 +21,6 @@ def test_budgets_parse_and_turn_into_steps():
     for zero in ("0m", "0-steps", "0-tokens"):
         with pytest.raises(ConfigError, match=f"budget '{zero}' is zero"):
             parse_budget(zero)
-
-
-def test_seed_noise_verdicts_cover_degenerate_scores():
-    assert _verdict([0.80, 0.81, 0.80], [0.60, 0.61, 0.60], higher_is_better=True)[0] == "better"
-    assert _verdict([0.80, 0.81, 0.80], [0.60, 0.61, 0.60], higher_is_better=False)[0] == "worse"
-    assert _verdict([0.70, 0.75], [0.71, 0.74], higher_is_better=True)[0] == "within noise"
-    assert _verdict([0.8125, 0.8125], [0.8125, 0.8125], higher_is_better=True)[0] == "within noise"
-    assert _verdict([0.0, 0.0], [0.5, 0.5], higher_is_better=True)[0] == "n/a (no seed variance)"
-    assert _verdict([float("nan"), float("nan")], [0.1, 0.2], higher_is_better=True)[0] == "n/a (undefined score)"
-    assert _verdict([0.5], [0.4, 0.6], higher_is_better=True)[0] == "n/a (one seed)"
 
 
 def test_no_ordering_is_called_against_a_collapsed_pretraining_run():

@@ -64,6 +64,12 @@ def test_benchmark_cli_writes_tables_and_resumes(tiny_checkpoint, tmp_path):
     used = {cell["precision"] for cell in report["cells"] if cell["system"] != "ECFP4 + random forest (500 trees)"}
     assert len(used) == 1 and used <= {"fp32", "bf16"}
     assert f"- precision used: {used.pop()} (4 cells)" in (out / "results.md").read_text()
+    # the validation scores, on which settings are chosen, have a table of their own with the same rows
+    valid = {(row["system"], row["task"]): row for row in report["valid_rows"]}
+    assert set(valid) == {(row["system"], row["task"]) for row in report["rows"]}
+    cell = next(c for c in report["cells"] if c["system"] == "no pretraining" and c["seed"] == 0)
+    assert valid[("no pretraining", "moleculenet/freesolv")]["rmse_values"][0] == cell["valid"]["rmse"]
+    assert "## Validation scores" in (out / "results.md").read_text()
 
     cells = sorted((out / "cells").glob("*/*/seed-*.json"))
     assert len(cells) == 6
@@ -76,3 +82,22 @@ def test_benchmark_cli_writes_tables_and_resumes(tiny_checkpoint, tmp_path):
     assert main(args) == 0
     # finished cells (and their models) are reused, not rerun
     assert [path.stat().st_mtime_ns for path in cells + [m / "model.safetensors" for m in models]] == stamps
+
+
+def test_checkpoints_of_one_run_are_separate_rows_with_their_pretraining_tokens(tmp_path):
+    from tests.conftest import tiny_config
+
+    run = tmp_path / "curve"
+    train(tiny_config("smiles", run, max_steps=20, save_every=10, keep_checkpoints=5))
+    steps = [run / "checkpoints" / "step-000010", run / "checkpoints" / "step-000020"]
+    out = tmp_path / "bench"
+    args = ["benchmark", "moleculenet", "--tasks", "freesolv", "--seeds", "2", "--epochs", "1", "--out", str(out),
+            "--quiet", "--no-save-models"]
+    assert main(args + [arg for step in steps for arg in ("--checkpoint", str(step))]) == 0
+    report = json.loads((out / "results.json").read_text())
+    tokens = report["pretraining_tokens"]
+    assert list(tokens) == ["curve step-000010 (mlm)", "curve step-000020 (mlm)"]
+    assert 0 < tokens["curve step-000010 (mlm)"] < tokens["curve step-000020 (mlm)"]
+    text = (out / "results.md").read_text()
+    assert "## Pretrained rows against no pretraining" in text and "## Against pretraining tokens" in text
+    assert (out / "scaling.png").is_file()

@@ -5,21 +5,17 @@ from __future__ import annotations
 import csv
 import json
 import math
-import warnings
 from pathlib import Path
 from typing import Any
 
 import numpy as np
-from scipy import stats
 
 from polymask.bench import machine
 from polymask.compare.budget import Budget
 from polymask.jsonio import atomic_path, number, read_jsonl, write_json, write_text
 from polymask.tasks.metrics import METRICS
 from polymask.tasks.report import average_groups, cell_minutes, saved_models, seed_averages
-
-NOISE_P = 0.05
-
+from polymask.tasks.significance import NOISE_P, welch_verdict
 
 def _objective_scores(results: dict[str, Any], runs: list[dict[str, Any]]) -> dict[tuple[str, str], list[float]]:
     """(objective, task) -> one test score per pretraining seed (mean over fine-tuning seeds), or the
@@ -34,23 +30,6 @@ def _objective_scores(results: dict[str, Any], runs: list[dict[str, Any]]) -> di
         grouped.setdefault((objective, task), []).append(values)
     return {key: [float(np.mean(v)) for v in groups] if len(groups) > 1 else groups[0]
             for key, groups in grouped.items()}
-
-
-def _verdict(values: list[float], baseline: list[float], higher_is_better: bool) -> tuple[str, float]:
-    """Better / worse than the baseline, or within seed noise (Welch's t-test, p >= 0.05)."""
-    if np.isnan(values).any() or np.isnan(baseline).any():
-        return "n/a (undefined score)", float("nan")
-    if len(values) < 2 or len(baseline) < 2:
-        return "n/a (one seed)", float("nan")
-    if np.ptp(values) == 0 and np.ptp(baseline) == 0:
-        return ("within noise" if values[0] == baseline[0] else "n/a (no seed variance)"), float("nan")
-    with warnings.catch_warnings():  # near-identical scores: scipy warns and returns nan, handled below
-        warnings.simplefilter("ignore", RuntimeWarning)
-        p_value = float(stats.ttest_ind(values, baseline, equal_var=False).pvalue)
-    if math.isnan(p_value) or p_value >= NOISE_P:
-        return "within noise", p_value
-    better = np.mean(values) > np.mean(baseline) if higher_is_better else np.mean(values) < np.mean(baseline)
-    return ("better" if better else "worse"), p_value
 
 
 def _task_averages(scores: dict[tuple[str, str], list[float]],
@@ -94,7 +73,7 @@ def benchmark_rows(benchmark: str, results: dict[str, Any], runs: list[dict[str,
         elif collapsed & {objective, baseline}:
             verdict, p_value = COLLAPSED_VERDICT, float("nan")
         else:
-            verdict, p_value = _verdict(values, scores.get((baseline, task), []), higher_of[task])
+            verdict, p_value = welch_verdict(values, scores.get((baseline, task), []), higher_of[task])
         rows.append({"benchmark": benchmark, "task": task, "metric": metric_of[task], "objective": objective,
                      "mean": float(np.mean(values)), "std": float(np.std(values)), "n": len(values),
                      "vs_" + baseline: verdict, "p_value": p_value})

@@ -36,7 +36,8 @@ def stored_weights(weights: dict[str, torch.Tensor], dtype: str) -> dict[str, to
 
 
 def builtin_facts(checkpoint: LoadedCheckpoint, dtype: str, corpus: str | None, step: int | None) -> dict[str, Any]:
-    """What ``builtin.json`` states: modality, objective, corpus, the encoder's parameters, storage, step."""
+    """What ``builtin.json`` states: modality, objective, corpus, the encoder's parameters, storage, step and
+    pretraining tokens."""
     config = build_run_config(checkpoint.config)
     paths = config.data.paths
     return {
@@ -45,6 +46,7 @@ def builtin_facts(checkpoint: LoadedCheckpoint, dtype: str, corpus: str | None, 
                              else f"polymask's built-in {config.modality.name} corpus"),
         "parameters": sum(p.numel() for p in checkpoint.build_encoder().parameters()),
         "preset": checkpoint.encoder_config.preset, "dtype": dtype, "step": step,
+        "tokens": checkpoint.pretraining_tokens(),
     }
 
 

@@ -23,6 +23,7 @@ from polymask.jsonio import make_dir, write_json
 from polymask.locks import acquire
 from polymask.tasks.kinds import KINDS
 from polymask.tasks.metrics import METRICS
+from polymask.tasks.pretraining_report import pretraining_sections
 from polymask.tasks.report import write_report
 from polymask.tasks.spec import TaskSpec, load_task_spec
 from polymask.tasks.systems import System
@@ -116,6 +117,7 @@ def run_cells(systems: list[System], task_keys: list[str], seeds: list[int], out
     return {"cells": [done[index] for index in range(len(todo))], "missing": missing, "tasks": details,
             "wall_time_s": round(time.perf_counter() - started, 1),
             "systems": {s.name: s.description for s in systems}, "seeds": seeds,
+            "pretraining_tokens": {s.name: s.pretraining_tokens for s in systems if s.pretraining_tokens is not None},
             "task_order": [spec.key for spec in specs]}
 
 
@@ -148,4 +150,6 @@ def run_benchmark(systems: list[System], task_keys: list[str], seeds: list[int],
     make_dir(out)
     with inner_progress(progress):
         results = run_cells(systems, task_keys, seeds, out, data_dir, progress, missing_ok)
-    return write_report(out, title, aggregate(results), results, settings or {}, aggregate(results, "valid"))
+    rows = aggregate(results)
+    return write_report(out, title, rows, results, settings or {}, aggregate(results, "valid"),
+                        pretraining_sections(rows, results, out))

@@ -182,9 +182,10 @@ def _validation_section(valid_rows: list[dict[str, Any]], systems: list[str], ta
 
 
 def write_report(out: Path, title: str, rows: list[dict[str, Any]], results: dict[str, Any],
-                 settings: dict[str, Any], valid_rows: list[dict[str, Any]] | None = None) -> Path:
+                 settings: dict[str, Any], valid_rows: list[dict[str, Any]] | None = None,
+                 sections: list[str] | None = None) -> Path:
     """Write results.md, results.csv, results.json and results.png under ``out`` (with ``valid_rows``, the
-    validation scores too)."""
+    validation scores too; ``sections``: further Markdown lines after the main tables)."""
     systems = list(results["systems"])
     tasks = results["task_order"]
     lines = [f"# {title}", "",
@@ -197,6 +198,7 @@ def write_report(out: Path, title: str, rows: list[dict[str, Any]], results: dic
     lines += [f"- {key}: {value}" for key, value in settings.items()] + ([f"- precision used: {used}"] if used else [])
     lines += [""]
     lines += _main_table(rows, systems, tasks) + _further_metrics(rows, systems, tasks)
+    lines += sections or []
     lines += _validation_section(valid_rows or [], systems, tasks)
     lines += ["", "## Tasks", "", "| task | split | evaluated on | metric | train / valid / test | invalid inputs "
               "skipped | duplicates removed | truncated |", "|---|---|---|---|---|---|---|---|"]

@@ -29,7 +29,7 @@ from polymask.tasks.data import TaskData, with_train_cap
 from polymask.tasks.finetune import FinetuneConfig
 from polymask.tasks.kinds import KINDS
 from polymask.tasks.metrics import score
-from polymask.training.checkpoint import MANIFEST, LoadedCheckpoint, load_checkpoint
+from polymask.training.checkpoint import CHECKPOINT_NAME, MANIFEST, LoadedCheckpoint, load_checkpoint
 
 #: (task data of any kind, seed, folder for the fine-tuned model) -> result dict.
 RunCell = Callable[[Any, int, Path], dict[str, Any]]
@@ -43,6 +43,8 @@ class System:
     description: str
     modality: Modality
     run: RunCell
+    #: real tokens the encoder was pretrained on (a checkpoint's row), for the scaling plot; None otherwise
+    pretraining_tokens: int | None = None
 
 
 @dataclass
@@ -80,9 +82,11 @@ def checkpoint_system(path: Path, config: FinetuneConfig) -> System:
     checkpoint.build_objective()  # refuses mismatched or non-finite weights now, not after the task data is read
     run_config = build_run_config(checkpoint.config)
     modality = build_modality(run_config.modality)
-    return System(f"{checkpoint.name} ({run_config.objective.name})",
+    step = f" {Path(path).name}" if CHECKPOINT_NAME.fullmatch(Path(path).name) else ""  # one run's checkpoints apart
+    return System(f"{checkpoint.name}{step} ({run_config.objective.name})",
                   f"{checkpoint.folder} ({run_config.objective.name}, preset {checkpoint.encoder_config.preset})",
-                  modality, _finetuned(lambda seed: checkpoint.build_encoder(), checkpoint, modality, config, True))
+                  modality, _finetuned(lambda seed: checkpoint.build_encoder(), checkpoint, modality, config, True),
+                  checkpoint.pretraining_tokens())
 
 
 def untrained_system(path: Path, config: FinetuneConfig) -> System:

@@ -38,7 +38,7 @@ from safetensors.torch import load_file, save_file
 from tokenizers import Tokenizer
 
 from polymask.atomic_folder import move_into_place
-from polymask.builtin_models import checkpoint_path, is_builtin, not_found
+from polymask.builtin_models import FACTS as BUILTIN_FACTS, checkpoint_path, is_builtin, not_found
 from polymask.errors import CheckpointError, ConfigError, DataError, TrainingDiverged
 from polymask.jsonio import dumps
 from polymask.model.encoder import Encoder, EncoderConfig
@@ -226,6 +226,16 @@ class LoadedCheckpoint:
     def name(self) -> str:
         """What tables and plots call it: the built-in model's name, else its run folder's name."""
         return self.folder.name if is_builtin(self.folder) else self.run_dir().name
+
+    def pretraining_tokens(self) -> int | None:
+        """Real (unpadded) tokens the checkpoint was pretrained on, from its trainer state or, for a built-in
+        model, its builtin.json; None when neither records it."""
+        if (self.folder / "trainer_state.json").is_file():
+            return int(read_json_object(self.folder, "trainer_state.json")["state"]["tokens"])
+        if is_builtin(self.folder):
+            tokens = read_json_object(self.folder, BUILTIN_FACTS).get("tokens")
+            return None if tokens is None else int(tokens)
+        return None
 
     def run_dir(self) -> Path:
         """The run folder the checkpoint was saved in, where a resumed run continues; a built-in model has none."""
