@@ -72,6 +72,7 @@ def write_summary(trainer: "Trainer", last_eval: dict[str, Any], wall_time: floa
         "checkpoint": str(trainer.last_checkpoint) if trainer.last_checkpoint else None,
         "checkpoint_step": trainer.last_saved_step if trainer.last_saved_step >= 0 else None,
         "collapse": None if trainer.collapse is None else trainer.collapse.report(),
+        "memory": trainer.resources.report(),
     }
     write_json(trainer.run_dir / "summary.json", summary)
     print(format_summary(summary))
@@ -81,7 +82,8 @@ def write_summary(trainer: "Trainer", last_eval: dict[str, Any], wall_time: floa
 def format_summary(summary: dict[str, Any]) -> str:
     """The summary as a two-column Markdown table."""
     rows = [(key, value) for key, value in summary.items()
-            if key not in ("skipped_examples", "skipped_by_reason", "changed_by_step", "held_out_by_file", "collapse")]
+            if key not in ("skipped_examples", "skipped_by_reason", "changed_by_step", "held_out_by_file", "collapse",
+                           "memory")]
     lines = ["| metric | value |", "|---|---|"]
     for key, value in rows:
         shown = f"{value:.4f}" if isinstance(value, float) and key.endswith(("loss", "accuracy")) else value
@@ -103,6 +105,13 @@ def format_summary(summary: dict[str, Any]) -> str:
         lines.append("")
         lines.append(f"{summary['held_out_records']:,} records held out of the corpus (data.exclude), per file: " + ", ".join(
             f"{name} {count:,}" for name, count in summary["held_out_by_file"].items()))
+    memory = summary.get("memory") or {}
+    if memory.get("rss_growth_mb") is not None:
+        lines.append("")
+        lines.append(f"memory: peak RSS {memory['peak_rss_mb']:,.0f} MiB; from step {memory['settled_from_step']:,} to the "
+                     f"end RSS {memory['rss_mb_settled']:,.0f} -> {memory['rss_mb_last']:,.0f} MiB "
+                     f"({memory['rss_growth_mb']:+,.0f}), step time {memory['step_s_settled']:.3f} -> "
+                     f"{memory['step_s_last']:.3f} s (this invocation)")
     if summary.get("changed_by_step"):
         lines.append("")
         lines.append("records changed by each normalisation step: " + ", ".join(

@@ -39,6 +39,7 @@ from polymask.tokenization import SpecialIds
 from polymask.training.checkpoint import load_checkpoint, optimizer_state_from, save_checkpoint
 from polymask.training.collapse import CollapseMonitor, FinalStates, unigram_accuracy
 from polymask.training.distributed import init_distributed, wrap_model
+from polymask.training.memory import ResourceTrace
 from polymask.training.runtime import (autocast, progress_bar, resolve_device, restore_rng, rng_tensors, step_generator,
                                        tqdm_write)
 from polymask.training.schedule import build_optimizer, learning_rate
@@ -114,6 +115,7 @@ class Trainer:
         self.last_saved_step = -1
         self.metrics = MetricsLog(self.run_dir / "metrics.jsonl")
         self.collapse = self._collapse_monitor()
+        self.resources = ResourceTrace(settled_step=0)  # replaced when fit() starts
         self._in_step = False  # True from a step's first batch to its update: an interrupt there saves nothing
 
     def close(self) -> None:
@@ -299,6 +301,8 @@ class Trainer:
         config = self.config.train
         start_step = self.state.step
         started = time.perf_counter()
+        self.resources = ResourceTrace(settled_step=max(config.warmup_steps, start_step + config.eval_every))
+        self.resources.sample(start_step, self.state.train_time)
         last_eval: dict[str, Any] = {}
         nonfinite_streak, stopped = 0, False
         bar = progress_bar(total=config.max_steps, initial=self.state.step, disable=not (config.progress and self.dist.is_main),
@@ -327,7 +331,8 @@ class Trainer:
                     self._skip_step(nonfinite_streak)
                 elif self.state.step % config.log_every == 0 and self.dist.is_main:
                     self.metrics.write({"step": self.state.step, "loss": loss, "lr": self.optimizer.param_groups[0]["lr"],
-                                        "tokens": self.state.tokens, "tokens_per_s": rate})
+                                        "tokens": self.state.tokens, "tokens_per_s": rate,
+                                        **self.resources.sample(self.state.step, self.state.train_time)})
                 if self.state.step % config.eval_every == 0:
                     last_eval = self._evaluate_and_log()
                 if self.state.step % config.save_every == 0:
