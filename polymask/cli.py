@@ -7,7 +7,7 @@ from pathlib import Path
 from typing import Any, Callable
 
 from polymask.builtin_models import checkpoint_path
-from polymask.errors import PolymaskError
+from polymask.errors import ConfigError, PolymaskError
 from polymask.jsonio import dumps
 from polymask.registry import UnknownNameError
 
@@ -84,16 +84,19 @@ def cmd_train(args: argparse.Namespace) -> int:
     from polymask.config import build_run_config
     from polymask.training.trainer import train
 
-    if args.resume and not (args.config or args.modality or args.objective or args.set):
+    auto = args.resume == "auto"
+    if args.resume and args.overwrite:
+        raise ConfigError("--resume and --overwrite contradict each other: choose one")
+    if args.resume and not auto and not (args.config or args.modality or args.objective or args.set):
         train(resume=args.resume)
         return 0
     raw = _run_config_dict(args)
-    if args.resume:
+    if args.resume and not auto:
         from polymask.config import merge
         from polymask.training.checkpoint import load_checkpoint
 
         raw = merge(load_checkpoint(args.resume).config, raw)
-    train(build_run_config(raw), resume=args.resume)
+    train(build_run_config(raw), resume=args.resume, overwrite=args.overwrite)
     return 0
 
 
@@ -167,7 +170,11 @@ def _add_train(sub: argparse._SubParsersAction) -> None:
     parser.add_argument("--set", action="append", metavar="KEY=VALUE",
                         help="override a config field, e.g. train.lr=3e-4 (repeatable; default: none)")
     parser.add_argument("--strict", action="store_true", help="fail on the first invalid record")
-    parser.add_argument("--resume", type=Path, help="continue from a run or checkpoint folder (default: start afresh)")
+    parser.add_argument("--resume", help="continue from a run or checkpoint folder; 'auto': continue --out from its "
+                        "latest checkpoint if it has one, leave it if finished, else start it (for job scripts that "
+                        "are rerun) (default: start a new run; a folder that holds one is refused)")
+    parser.add_argument("--overwrite", action="store_true",
+                        help="start a new run in an --out that holds one, removing the old run's files first")
     parser.add_argument("--plugin", action="append",
                         help="module or .py file registering custom modalities/objectives (repeatable; default: none)")
     parser.set_defaults(handler=cmd_train)

@@ -7,8 +7,9 @@ from typing import Any
 
 from polymask.compare.budget import Budget, measure_step_seconds, steps_for
 from polymask.config import build_run_config, merge
-from polymask.errors import ConfigError
+from polymask.errors import ConfigError, OutputError
 from polymask.jsonio import make_dir, write_json
+from polymask.training.run_folder import held_run
 from polymask.training.trainer import Trainer, train
 
 
@@ -61,6 +62,9 @@ def pretrain(base: dict[str, Any], objective: str, seed: int, budget: Budget, ou
                 return {**summary, "plan": plan, "reused": True}
             if (run_dir / "checkpoints" / "latest.json").is_file():
                 return {**train(resume=run_dir), "plan": plan, "reused": False}
+        elif held_run(run_dir):  # its benchmark cells would be reused for a model they were not computed on
+            raise OutputError(f"{run_dir} holds a run pretrained under another budget ({plan['amount']:g} {plan['budget']}, "
+                              f"not {budget.amount:g} {budget.kind}); use another --out, or remove {run_dir.parent.parent}")
     raw = run_config(base, objective, seed, run_dir)
     plan = {"budget": budget.kind, "amount": budget.amount, **plan_steps(raw, budget)}
     train_section = raw.setdefault("train", {})
@@ -71,5 +75,5 @@ def pretrain(base: dict[str, Any], objective: str, seed: int, budget: Budget, ou
         train_section.update(max_time=budget.amount, max_steps=plan["max_steps"])
     make_dir(run_dir)
     write_json(plan_file, plan)
-    summary = Trainer(build_run_config(raw)).fit()
+    summary = Trainer(build_run_config(raw), existing="overwrite").fit()  # a start of its own that saved nothing
     return {**summary, "plan": plan, "reused": False}

@@ -29,7 +29,7 @@ from polymask.data.batching import Batch, BatchSampler, collate
 from polymask.data.corpus import CorpusReport, prepare_corpus
 from polymask.data.streaming import StreamingBatches
 from polymask.data.streams import IndexedBatches, MicroBatch, StreamPosition
-from polymask.errors import CheckpointError, RunInterrupted, TrainingDiverged
+from polymask.errors import CheckpointError, ConfigError, RunInterrupted, TrainingDiverged
 from polymask.jsonio import make_dir
 from polymask.locks import FolderLock, lock_run_folder
 from polymask.model.encoder import Encoder
@@ -40,6 +40,7 @@ from polymask.training.checkpoint import load_checkpoint, optimizer_state_from, 
 from polymask.training.collapse import CollapseMonitor, FinalStates, unigram_accuracy
 from polymask.training.distributed import init_distributed, wrap_model
 from polymask.training.memory import ResourceTrace
+from polymask.training.run_folder import Existing, claim_run_folder, finished_summary, resume_point
 from polymask.training.runtime import (autocast, progress_bar, resolve_device, restore_rng, rng_tensors, step_generator,
                                        tqdm_write)
 from polymask.training.schedule import build_optimizer, learning_rate
@@ -68,7 +69,7 @@ class Trainer:
     """Builds the run from a ``RunConfig`` and trains it; see ``train()``."""
 
     def __init__(self, config: RunConfig, data: Dataset | None = None, run_dir: Path | None = None,
-                 tokenizer: Tokenizer | None = None) -> None:
+                 tokenizer: Tokenizer | None = None, existing: Existing = "refuse") -> None:
         self.config = config
         train_config = config.train
         self.dist = init_distributed(train_config.device)
@@ -78,6 +79,8 @@ class Trainer:
             make_dir(self.run_dir)
             self.run_lock = lock_run_folder(self.run_dir)
         try:
+            if self.dist.is_main:
+                claim_run_folder(self.run_dir, existing)
             self._build(data, tokenizer)
         except BaseException:
             self.close()
@@ -414,13 +417,30 @@ class Trainer:
 
 
 def train(config: RunConfig | dict[str, Any] | None = None, *, data: Dataset | None = None,
-          resume: str | Path | None = None) -> dict[str, Any]:
+          resume: str | Path | None = None, overwrite: bool = False) -> dict[str, Any]:
     """Pretrain an encoder; returns the run summary (also written to ``<out>/summary.json``).
 
     ``config``: a ``RunConfig`` or a raw dict (validated); with ``resume`` and no config, the
     checkpoint's own config is used. ``data``: a ``datasets.Dataset`` instead of corpus files.
+    A folder that already holds a run is refused unless ``resume`` (a run or checkpoint folder) or
+    ``overwrite`` (its run files are removed first). ``resume="auto"``: resume the config's ``out``
+    folder from its latest checkpoint if it has one, return a finished run's summary untouched, and
+    otherwise start the run (safe in a job script that is run again and again).
     Under ``torchrun`` the summary is returned on rank 0 (other ranks return an empty dict).
     """
+    existing: Existing = "overwrite" if overwrite else "refuse"
+    if resume is not None and str(resume) == "auto":
+        if config is None:
+            raise ConfigError("resume='auto' needs the run's config (the out folder to look in)")
+        config = config if isinstance(config, RunConfig) else build_run_config(config)
+        finished = finished_summary(config.out_dir(), config.train.max_steps)
+        if finished is not None:
+            print(f"polymask: {config.out_dir()} is finished (step {finished['steps']:,} of {config.train.max_steps:,}); "
+                  f"nothing to do")
+            return finished
+        resume = resume_point(config.out_dir())
+        if resume is None:
+            existing = "overwrite"  # files without a checkpoint: a start that saved nothing, begun again
     run_dir, tokenizer = None, None
     if resume is not None:
         checkpoint_config = load_checkpoint(Path(resume))
@@ -433,7 +453,8 @@ def train(config: RunConfig | dict[str, Any] | None = None, *, data: Dataset | N
         raise ValueError("train() needs a config (or resume=DIR)")
     if not isinstance(config, RunConfig):
         config = build_run_config(config)
-    trainer = Trainer(config, data=data, run_dir=run_dir, tokenizer=tokenizer)
+    trainer = Trainer(config, data=data, run_dir=run_dir, tokenizer=tokenizer,
+                      existing="resume" if resume is not None else existing)
     if resume is not None:
         trainer.restore(Path(resume))
     return trainer.fit()
