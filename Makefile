@@ -15,7 +15,7 @@ $(STAMP): pyproject.toml
 	touch $(STAMP)
 
 demo: $(STAMP)  ## pretrain a small SMILES encoder with MLM on the built-in corpus
-	$(BIN)/polymask train --modality smiles --objective mlm --out runs/demo
+	$(BIN)/polymask train --modality smiles --objective mlm --out runs/demo --resume auto
 
 test: $(STAMP)  ## the whole test suite
 	$(BIN)/python -m pytest -q
