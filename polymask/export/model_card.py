@@ -138,7 +138,9 @@ def model_card(facts: CardFacts, architectures: list[str], difference: float | N
         "codes as N and, for overlapping k-mers, written as space-separated k-mers).", "",
     ]
     if masked_lm:
-        lines += ["`AutoModelForMaskedLM` and `pipeline(\"fill-mask\", model=path, trust_remote_code=True)` use "
+        lines += ["`AutoModelForMaskedLM` and `pipeline(\"fill-mask\", model=path, tokenizer=AutoTokenizer.from_pretrained"
+                  "(path), trust_remote_code=True)` (transformers 4.x loads no tokenizer for a remote-code model "
+                  "without `tokenizer=`) use "
                   + FILL_MASK[objective], ""]
     else:
         lines += ["No masked-LM head is exported for this objective: use `AutoModel`.", ""]
