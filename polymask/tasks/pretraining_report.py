@@ -87,12 +87,21 @@ def pretraining_sections(rows: list[dict[str, Any]], results: dict[str, Any], ou
     return lines
 
 
+def _short_count(count: int) -> str:
+    """6561490 -> '6.6M', 48000 -> '48k'."""
+    for size, unit in ((10**9, "G"), (10**6, "M"), (10**3, "k")):
+        if count >= size:
+            return f"{count / size:.3g}{unit}"
+    return str(count)
+
+
 def _plot_scaling(path: Path, means: dict[str, dict[str, np.ndarray]], tokens: dict[str, int],
                   groups: list[str]) -> None:
     import matplotlib
 
     matplotlib.use("Agg")
     import matplotlib.pyplot as plt
+    from matplotlib.ticker import NullFormatter
 
     figure, axes = plt.subplots(1, len(groups), figsize=(4.6 * len(groups), 3.6), squeeze=False)
     colors = plt.rcParams["axes.prop_cycle"].by_key()["color"]
@@ -109,6 +118,8 @@ def _plot_scaling(path: Path, means: dict[str, dict[str, np.ndarray]], tokens: d
             axis.axhspan(value.mean() - value.std(), value.mean() + value.std(), alpha=0.12,
                          color=colors[index % len(colors)])
         axis.set_xscale("log")
+        axis.set_xticks(x, [_short_count(t) for t in x])  # each checkpoint's tokens, not colliding decades
+        axis.xaxis.set_minor_formatter(NullFormatter())
         axis.set_xlabel("pretraining tokens")
         axis.set_title(f"mean {name} {'↑' if _higher(name) else '↓'}", fontsize=10)
     axes.flat[0].legend(fontsize=7, frameon=False)
