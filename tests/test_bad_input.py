@@ -68,6 +68,24 @@ def test_a_huge_valid_smiles_is_skipped_before_rdkit_and_counted(tmp_path, small
     assert summary["steps"] == 2
 
 
+def test_a_cache_built_from_another_copy_reports_the_file_passed(tmp_path, make_config, small_smiles_file, monkeypatch):
+    """The cache is keyed by content: a run on a copy reuses it, and names the copy it was given."""
+    import polymask.data.corpus as corpus_module
+
+    content = "CCO\nC1CC\n" + small_smiles_file.read_text()
+    for name in ("first", "second"):
+        data = tmp_path / name / "molecules.smi"
+        data.parent.mkdir()
+        data.write_text(content)
+        train(smiles_run(make_config, tmp_path / name / "run", data))
+        monkeypatch.setattr(corpus_module, "_build", lambda *a, **k: pytest.fail("cache not reused"))
+    run = tmp_path / "second" / "run"
+    summary = json.loads((run / "summary.json").read_text())
+    logged = [json.loads(line) for line in (run / "skipped_records.jsonl").read_text().splitlines()]
+    assert (summary["skipped_examples"][0]["source"], summary["skipped_examples"][0]["line"]) == (str(data), 2)
+    assert {entry["source"] for entry in summary["skipped_examples"] + logged} == {str(data)}
+
+
 def test_the_length_limit_is_a_modality_option():
     smiles = modality("smiles")
     assert smiles.config.max_chars == 4096

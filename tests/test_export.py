@@ -165,4 +165,7 @@ def test_a_fine_tuned_model_folder_exports_for_sequence_classification(tiny_smil
     with torch.no_grad():
         got = exported(**tokenizer(normalised, padding=True, return_tensors="pt")).logits[:, 0].numpy()
     assert abs(got - expected).max() < 1e-4
-    assert "fine-tuned on | moleculenet/esol" in (out / "README.md").read_text()
+    card = (out / "README.md").read_text()
+    assert "fine-tuned on | moleculenet/esol" in card
+    assert "task head: a regression head, in the targets' original units (1 output: `measured log solubility" in card
+    assert "for this objective" not in card and "1 outputs" not in card

@@ -1,5 +1,6 @@
 """End to end: a tiny pretrained checkpoint fine-tuned on real MoleculeNet tasks, and the benchmark CLI."""
 import json
+import re
 
 import numpy as np
 import pytest
@@ -101,3 +102,11 @@ def test_checkpoints_of_one_run_are_separate_rows_with_their_pretraining_tokens(
     text = (out / "results.md").read_text()
     assert "## Pretrained rows against no pretraining" in text and "## Against pretraining tokens" in text
     assert (out / "scaling.png").is_file()
+
+
+def test_a_short_fine_tuning_reports_its_compute_in_seconds_not_zero_minutes(tiny_smiles_model):
+    from polymask.tasks.report import duration
+
+    report = (tiny_smiles_model.parents[3] / "results.md").read_text()  # out/cells/<system>/<task>/seed-N
+    assert re.search(r"fine-tuning compute \d+\.\d s summed over all cells", report), report[:600]
+    assert [duration(seconds) for seconds in (2.34, 90, 7200)] == ["2.3 s", "1.5 min", "2.0 h"]

@@ -127,3 +127,21 @@ def test_compare_faults_end_in_one_line(tmp_path, capsys):
     one_line_error(capsys, main([*compare, "--data", str(tmp_path / "absent.smi"), "--out", str(tmp_path / "c")]),
                    "absent.smi", "not found")
     one_line_error(capsys, main([*compare, "--out", str(blocked(tmp_path))]), "cannot write")
+
+
+def test_weights_have_the_mode_of_every_other_file_the_umask_allows(tiny_smiles_run, tiny_smiles_model, tmp_path):
+    """safetensors writes 0600 through a temporary file: a group sharing a model folder could not read its weights."""
+    import torch
+    from faults import latest_checkpoint
+
+    from polymask.weights_io import new_file_mode, save_weights
+
+    for folder in (latest_checkpoint(tiny_smiles_run), tiny_smiles_model):
+        modes = {path.name: oct(path.stat().st_mode & 0o777) for path in folder.iterdir()}
+        assert set(modes.values()) == {oct(new_file_mode())}, modes
+    umask = os.umask(0o002)
+    try:
+        save_weights({"w": torch.zeros(2)}, tmp_path / "w.safetensors")
+    finally:
+        os.umask(umask)
+    assert (tmp_path / "w.safetensors").stat().st_mode & 0o777 == 0o664

@@ -10,7 +10,7 @@ from polymask.modalities import MODALITIES
 from polymask.resources import builtin_dir
 from polymask.tasks.span import SpanOptions, best_spans, build_features, windows
 from polymask.tasks.spec import load_task_spec
-from polymask.tasks.squad import load_squad
+from polymask.tasks.squad import load_squad, read_squad
 from polymask.tasks.squad_eval import (Golds, best_exact_match, best_f1, best_threshold, exact_match, f1,
                                        has_answer_f1, no_answer_f1, normalize_answer)
 from polymask.tokenization import load_tokenizer
@@ -112,6 +112,27 @@ def test_with_a_train_file_the_standard_protocol_runs(tmp_path):
     assert task.standard and task.protocol.startswith("standard: train file, 2 of its 48 articles held out")
     assert len(task.test) == 10570 and len(task.train) + len(task.valid) == 10570 and not task.version_2
     assert not {example.article for example in task.train} & {example.article for example in task.valid}
+
+
+def test_questions_failing_the_record_checks_are_skipped_and_reported(tmp_path):
+    """SQuAD's questions pass the checks every record passes (``normalize_record``): blank, or over max_chars."""
+    contexts = {"ok": "The cat sat on the mat.", "long": "word " * 2_500, "blank": " \t "}
+    questions = {"q1": ("ok", "Where did the cat sit?"), "q2": ("ok", "\u200b"), "q3": ("long", "Which word?"),
+                 "q4": ("blank", "What?")}
+    paragraphs = [{"context": contexts[name], "qas": [{"id": qid, "question": question, "answers": []}
+                                                     for qid, (where, question) in questions.items() if where == name]}
+                  for name in contexts]
+    path = tmp_path / "dev.json"
+    path.write_text(json.dumps({"version": "v2.0", "data": [{"title": "t", "paragraphs": paragraphs}]}))
+    text = MODALITIES.get("text")
+    skipped: list[dict] = []
+    examples, _ = read_squad(path, load_task_spec("squad/v2-cs224n"), text(text.Config(max_chars=10_000)), skipped)
+    assert [example.qid for example in examples] == ["q1"]
+    reasons = {entry["line"]: entry["reason"] for entry in skipped}
+    assert set(reasons) == {"question q2", "question q3", "question q4"}
+    assert {entry["source"] for entry in skipped} == {str(path)}
+    assert reasons["question q2"] == reasons["question q4"] == "only whitespace or control characters"
+    assert "12,500 characters, over the text limit of 10,000" in reasons["question q3"]
 
 
 def test_best_spans_matches_brute_force():

@@ -14,7 +14,7 @@ from polymask.bench import machine
 from polymask.compare.budget import Budget
 from polymask.jsonio import atomic_path, number, read_jsonl, write_json, write_text
 from polymask.tasks.metrics import METRICS
-from polymask.tasks.report import average_groups, cell_minutes, saved_models, seed_averages
+from polymask.tasks.report import average_groups, cell_seconds, duration, saved_models, seed_averages
 from polymask.tasks.significance import NOISE_P, welch_verdict
 
 def _objective_scores(results: dict[str, Any], runs: list[dict[str, Any]]) -> dict[tuple[str, str], list[float]]:
@@ -134,15 +134,15 @@ def write_compare_report(out: Path, modality: str, budget: Budget, runs: list[di
                          benchmarks: dict[str, Path], analyses: dict[str, Any], wall_time: float) -> Path:
     objectives = list(dict.fromkeys(run["objective"] for run in runs))
     results = {name: json.loads((folder / "results.json").read_text()) for name, folder in benchmarks.items()}
-    finetune_minutes = cell_minutes([cell for result in results.values() for cell in result["cells"]])
+    finetune_seconds = cell_seconds([cell for result in results.values() for cell in result["cells"]])
     baseline = "mlm" if "mlm" in objectives else objectives[0]
     _plot_curves(runs, out / "loss_curves.png")
     lines = [f"# polymask compare: {modality}, {', '.join(objectives)}", "",
              f"- Budget: {budget.describe()} (matched in {budget.kind}).",
              f"- Pretraining runs: {', '.join(Path(run['run_dir']).name for run in runs)}.",
              f"- Machine: {machine()['device']}, {_threads(machine()['threads'])} in this invocation. Compute: pretraining "
-             f"{sum(run['train_time_s'] for run in runs) / 60:.0f} min, benchmark cells {finetune_minutes:.0f} min "
-             f"(summed over runs and cells); this invocation {wall_time / 60:.1f} min, reusing finished pieces.",
+             f"{duration(sum(run['train_time_s'] for run in runs))}, benchmark cells {duration(finetune_seconds)} "
+             f"(summed over runs and cells); this invocation {duration(wall_time)}, reusing finished pieces.",
              *_collapse_warning(runs),
              "", "## Pretraining", "",
              "| run | objective | steps | real tokens | train time (s) | tokens/s | final val loss | val accuracy "

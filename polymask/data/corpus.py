@@ -30,7 +30,7 @@ from polymask.data.exclusions import exclusion_files, in_held_out, load_exclusio
 from polymask.data.readers import check_corpus_file, read_records
 from polymask.data.tokens import TokenStore
 from polymask.errors import DataError
-from polymask.jsonio import dumps, make_dir
+from polymask.jsonio import atomic_path, dumps, make_dir
 from polymask.locks import FolderLock, acquire
 from polymask.modalities.base import Modality
 from polymask.tokenization import fingerprint
@@ -65,6 +65,8 @@ class CorpusReport:
     held_out: int = 0
     #: the same per exclusion file (a record in several files counts in each)
     held_out_by_file: dict[str, int] = field(default_factory=dict)
+    #: the corpus files, as passed to the run that built the cache entry (then renamed to those passed this time)
+    files: list[str] = field(default_factory=list)
     cache: str = ""
 
     def count_skipped(self, entry: dict) -> None:
@@ -86,6 +88,33 @@ class Corpus:
     valid: TokenStore
     report: CorpusReport
     skipped_file: Path
+    #: the name each corpus file had when the cache entry was built -> the name passed this time (where they differ)
+    renamed: dict[str, str] = field(default_factory=dict)
+
+
+def copy_skipped(skipped_file: Path, out: Path, renamed: dict[str, str]) -> None:
+    """Copy a cache entry's skipped records to ``out`` (atomically), each naming the file passed (``renamed``)."""
+    with atomic_path(out) as tmp:
+        if not renamed:
+            shutil.copyfile(skipped_file, tmp)
+            return
+        with open(skipped_file) as source, open(tmp, "w") as sink:
+            for line in source:
+                entry = json.loads(line)
+                sink.write(dumps({**entry, "source": renamed.get(entry["source"], entry["source"])}) + "\n")
+
+
+def _as_passed(report: CorpusReport, sources: Sequence[Path] | Dataset) -> dict[str, str]:
+    """Make ``report`` name the corpus files passed this time (the cache is keyed by content: another run may have
+    built it from a copy elsewhere); returns {name at build time: name now} where they differ."""
+    if isinstance(sources, Dataset):
+        return {}
+    passed = [str(path) for path in sources]
+    renamed = {built: now for built, now in zip(report.files, passed) if built != now}
+    report.files = passed
+    report.skipped_examples = [{**entry, "source": renamed.get(entry["source"], entry["source"])}
+                               for entry in report.skipped_examples]
+    return renamed
 
 
 def file_digest(path: Path) -> str:
@@ -128,10 +157,11 @@ def prepare_corpus(modality: Modality, tokenizer: Tokenizer, sources: Sequence[P
                        exclude=exclude)
     report = CorpusReport(**json.loads((folder / "report.json").read_text()))
     report.cache = str(folder)
+    renamed = _as_passed(report, sources)
     if strict and report.skipped:
         raise strict_error(report.skipped_examples[0])
     return Corpus(_load_split(folder / "train", report.train_sequences),
-                  _load_split(folder / "valid", report.valid_sequences), report, folder / "skipped.jsonl")
+                  _load_split(folder / "valid", report.valid_sequences), report, folder / "skipped.jsonl", renamed)
 
 
 def processes(num_proc: int | None, records: int) -> int | None:
@@ -208,7 +238,7 @@ def _build_into(tmp: Path, name: str, modality: Modality, tokenizer: Tokenizer, 
             raise DataError(f"no records in {', '.join(map(str, sources))} (only blank or comment lines)")
         rows = pipeline.raw_rows([str(p) for p in sources], column, tuple(modality.default_columns),
                                  RAW_FEATURES, tmp / "hf" / "raw.arrow")
-    report = CorpusReport(records=len(rows))
+    report = CorpusReport(records=len(rows), files=[] if isinstance(sources, Dataset) else [str(p) for p in sources])
     workers = processes(num_proc, len(rows))
     normalized = rows.map(pipeline.normalize_batch, batched=True, num_proc=workers, fn_kwargs={"modality": modality},
                           new_fingerprint=f"{name}-normalized", load_from_cache_file=False)

@@ -17,7 +17,7 @@ import json
 import zlib
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any, Callable, Iterator, Sequence
+from typing import Any, Callable, Iterable, Iterator, Sequence
 
 from polymask.errors import DataError
 
@@ -147,23 +147,34 @@ def _read_smi(path: Path, column: str | None, defaults: Sequence[str]) -> Iterat
                 yield Record(str(path), number, fields[0])
 
 
+def csv_rows(lines: Iterable[str], path: Path, **options: Any) -> Iterator[tuple[int, list[str]]]:
+    """(line, fields) of each row of delimited text (``options`` as ``csv.reader``'s); a row the csv module cannot
+    read (a field over its 131,072-character limit, a quoting error) ends in ``DataError`` naming file and line."""
+    reader = csv.reader(lines, **options)
+    try:
+        for row in reader:
+            yield reader.line_num, row
+    except csv.Error as exc:
+        raise DataError(f"{path}:{reader.line_num}: unreadable CSV row ({exc})") from None
+
+
 def _read_delimited(path: Path, column: str | None, defaults: Sequence[str]) -> Iterator[Record]:
     delimiter = "\t" if file_kind(path) == ".tsv" else ","
     with open_text(path) as handle:
-        reader = csv.reader(handle, delimiter=delimiter)
-        header = next(reader, None)
+        rows = csv_rows(handle, path, delimiter=delimiter)
+        _, header = next(rows, (0, None))
         if header is None:
             return
         name = pick_column(header, column, defaults, str(path))
         at = header.index(name)
-        for row in reader:
+        for line, row in rows:
             if not row:
                 continue
             if len(row) != len(header):
-                yield Record(str(path), reader.line_num, "", error=f"{len(row)} fields where the header has "
+                yield Record(str(path), line, "", error=f"{len(row)} fields where the header has "
                              f"{len(header)} (a delimiter inside an unquoted field?)")
             else:
-                yield Record(str(path), reader.line_num, row[at])
+                yield Record(str(path), line, row[at])
 
 
 def _read_fasta(path: Path, column: str | None, defaults: Sequence[str]) -> Iterator[Record]:
@@ -213,14 +224,19 @@ def _read_jsonl(path: Path, column: str | None, defaults: Sequence[str]) -> Iter
         yield Record(str(path), number, item[name] if problem is None else "", error=problem)
 
 
-def _read_parquet(path: Path, column: str | None, defaults: Sequence[str]) -> Iterator[Record]:
+def parquet_table(path: Path) -> Any:
+    """The ``pyarrow.Table`` of a parquet file; ``DataError`` naming the file when it is not one."""
     import pyarrow
     import pyarrow.parquet as pq
 
     try:
-        table = pq.read_table(path)
+        return pq.read_table(path)
     except (pyarrow.ArrowException, OSError) as exc:
         raise DataError(f"{path}: not a readable parquet file ({exc})") from None
+
+
+def _read_parquet(path: Path, column: str | None, defaults: Sequence[str]) -> Iterator[Record]:
+    table = parquet_table(path)
     name = pick_column(table.column_names, column, defaults, str(path))
     for row, value in enumerate(table.column(name).to_pylist(), start=1):
         problem = value_problem(value, name)
@@ -257,7 +273,4 @@ def read_records(path: Path, column: str | None = None, default_columns: Sequenc
     path = Path(path)
     reader = reader_for(path)
     check_readable(path)
-    try:
-        yield from reader(path, column, default_columns)
-    except csv.Error as exc:
-        raise DataError(f"{path}: malformed CSV ({exc})") from None
+    yield from reader(path, column, default_columns)

@@ -1,15 +1,21 @@
-"""The checks every raw record passes before its modality sees it.
+"""The checks every raw record passes before its modality sees it, on every path that reads records
+(training, task data, predict, embed, span prediction, export samples): call ``normalize_record``, never
+``Modality.normalize`` directly.
 
-A record made only of whitespace, control or format characters is not a sequence; a record longer
-than the modality's ``max_chars`` is rejected before any parser touches it (RDKit's canonicaliser
+A record made only of whitespace, control or format characters is not a sequence; a string that is not
+valid Unicode (a lone surrogate, as ``surrogateescape`` decoding leaves) cannot reach a tokenizer; a record
+longer than the modality's ``max_chars`` is rejected before any parser touches it (RDKit's canonicaliser
 overflows the stack on a SMILES chain of ~19,000 atoms and kills the process).
 """
 from __future__ import annotations
 
+import re
 import unicodedata
 
 from polymask.errors import InvalidRecord
 from polymask.modalities.base import Modality
+
+LONE_SURROGATE = re.compile("[\ud800-\udfff]")
 
 
 def _blank(text: str) -> bool:
@@ -21,6 +27,10 @@ def _blank(text: str) -> bool:
 def _check(modality: Modality, text: str) -> None:
     if text and _blank(text):
         raise InvalidRecord("only whitespace or control characters")
+    surrogate = None if text.isprintable() else LONE_SURROGATE.search(text)
+    if surrogate:
+        raise InvalidRecord(f"not valid Unicode (lone surrogate {surrogate.group()!r} at position {surrogate.start()}; "
+                            f"undecodable bytes?)", kind="not valid Unicode")
     limit = modality.config.max_chars
     if limit is not None and len(text) > limit:
         raise InvalidRecord(f"{len(text):,} characters, over the {modality.name} limit of {limit:,} "

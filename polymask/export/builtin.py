@@ -7,7 +7,6 @@ from pathlib import Path
 from typing import Any
 
 import torch
-from safetensors.torch import save_file
 
 from polymask.atomic_folder import staged_folder
 from polymask.builtin_models import CARD, FACTS, STORAGE_DTYPES, check_name
@@ -17,6 +16,7 @@ from polymask.export.model_card import CardFacts, card_facts
 from polymask.jsonio import write_json, write_text
 from polymask.training.checkpoint import MANIFEST, LoadedCheckpoint, load_checkpoint, write_manifest
 from polymask.training.tensor_checks import nonfinite_names
+from polymask.weights_io import save_weights
 
 DTYPES = {name: getattr(torch, name) for name in STORAGE_DTYPES}
 #: Checkpoint files a built-in model does not carry (resuming state) or writes anew.
@@ -91,7 +91,7 @@ def make_builtin(checkpoint: str | Path, root: Path, name: str, dtype: str = "fl
     made_from = card_facts(loaded)
     facts = builtin_facts(loaded, dtype, corpus, made_from.step)
     with staged_folder(final) as tmp:
-        save_file(weights, str(tmp / "model.safetensors"))
+        save_weights(weights, tmp / "model.safetensors")
         for file in loaded.folder.iterdir():
             if file.is_file() and file.name not in DROPPED | {FACTS, CARD}:
                 shutil.copyfile(file, tmp / file.name)

@@ -18,7 +18,6 @@ from pathlib import Path
 from typing import Any
 
 import torch
-from safetensors.torch import save_file
 from tokenizers import Tokenizer
 
 from polymask import jsonio
@@ -31,6 +30,7 @@ from polymask.objectives import Objective
 from polymask.objectives.base import LMHead
 from polymask.tokenization import SpecialIds, save_tokenizer
 from polymask.training.checkpoint import load_checkpoint
+from polymask.weights_io import save_weights
 
 REMOTE_DIR = Path(__file__).parent / "hf_remote"
 REMOTE_FILES = ("configuration_polymask.py", "modeling_polymask.py")
@@ -125,7 +125,7 @@ def _write_model(folder: Path, config_fields: dict[str, Any], weights: dict[str,
     config.architectures = architectures
     config.auto_map = _auto_map(masked_lm)
     config.save_pretrained(str(folder))
-    save_file(weights, str(folder / "model.safetensors"), metadata={"format": "pt"})
+    save_weights(weights, folder / "model.safetensors", metadata={"format": "pt"})
     for name in REMOTE_FILES:
         shutil.copyfile(REMOTE_DIR / name, folder / name)
 

@@ -24,6 +24,13 @@ FILL_MASK = {
             "which is what ExLM fine-tuning uses, is exact.",
 }
 
+#: A fine-tuned head's transformers problem type, in words.
+HEAD_KINDS = {
+    "regression": "a regression head, in the targets' original units",
+    "multi_label_classification": "a binary classification head (a sigmoid per task)",
+    "single_label_classification": "a multiclass classification head (a softmax over the classes)",
+}
+
 
 @dataclass
 class CardFacts:
@@ -92,6 +99,15 @@ def _number(value: Any, digits: int = 4) -> str:
     return "not recorded" if value is None else f"{value:.{digits}f}" if isinstance(value, float) else str(value)
 
 
+def _head_text(head: "SequenceHead") -> str:
+    """What a fine-tuned model's task head is and how to load it."""
+    count, names = head.config["num_labels"], ", ".join(f"`{name}`" for name in head.config["id2label"].values())
+    return ("`AutoModelForSequenceClassification` carries the fine-tuned task head: "
+            f"{HEAD_KINDS[head.config['problem_type']]} ({count} output{'' if count == 1 else 's'}: {names}; "
+            f"{head.config['pooling']} pooling). `AutoModel` gives the fine-tuned encoder alone. No masked-LM head is "
+            "exported: fine-tuning replaced it with this task head.")
+
+
 def model_card(facts: CardFacts, architectures: list[str], difference: float | None, checked: int,
                head: "SequenceHead | None" = None) -> str:
     """The README.md text (YAML front matter for the Hub, then the card)."""
@@ -142,12 +158,10 @@ def model_card(facts: CardFacts, architectures: list[str], difference: float | N
                   "(path), trust_remote_code=True)` (transformers 4.x loads no tokenizer for a remote-code model "
                   "without `tokenizer=`) use "
                   + FILL_MASK[objective], ""]
-    else:
+    elif head is None:
         lines += ["No masked-LM head is exported for this objective: use `AutoModel`.", ""]
     if head is not None:
-        lines += [f"`AutoModelForSequenceClassification` carries the fine-tuned head "
-                  f"({head.config['problem_type']}, {head.config['num_labels']} outputs, {head.config['pooling']} "
-                  f"pooling; regression outputs are in the targets' original units).", ""]
+        lines += [_head_text(head), ""]
     lines += [
         "## How it was made", "",
         f"`polymask export` from the checkpoint `{facts.source}`. The weights are polymask's, unchanged, in "

@@ -34,6 +34,7 @@ def sample_records(modality: "Modality", paths: list[Path], column: str | None =
     """``count`` tokenizer inputs of varied lengths from the first ``scan`` valid records of ``paths`` (none
     given: the modality's built-in corpus); [] when nothing can be read."""
     from polymask.data.readers import read_records
+    from polymask.data.records import normalize_record
 
     try:
         paths = paths or modality.corpus_paths()
@@ -44,7 +45,7 @@ def sample_records(modality: "Modality", paths: list[Path], column: str | None =
         try:
             for record in read_records(path, column, modality.default_columns):
                 try:
-                    texts.append(modality.tokenizer_input(modality.normalize(record.text)))
+                    texts.append(modality.tokenizer_input(normalize_record(modality, record.text)))
                 except InvalidRecord:
                     continue
                 if len(texts) >= scan:

@@ -16,6 +16,7 @@ import torch
 from tokenizers import Tokenizer
 
 from polymask.data.batching import Batch, BatchSampler, collate
+from polymask.data.records import normalize_record
 from polymask.errors import ConfigError, InvalidRecord
 from polymask.modalities.base import Modality
 from polymask.tokenization import SpecialIds
@@ -76,8 +77,9 @@ def as_inputs(records: Any, columns: Sequence[str]) -> tuple[list[Inputs], list[
 
 def encode_records(inputs: Sequence[Inputs], reasons: Sequence[str | None], modality: Modality, tokenizer: Tokenizer,
                    max_len: int) -> Encoded:
-    """Normalise each record through the modality and tokenise it as at fine-tuning ([CLS] a [SEP] or
-    [CLS] a [SEP] b [SEP]). Too long: rejected if the modality never cuts a record (SMILES), else truncated."""
+    """Check and normalise each record as training does (``normalize_record``) and tokenise it as at fine-tuning
+    ([CLS] a [SEP] or [CLS] a [SEP] b [SEP]). Too long: rejected if the modality never cuts a record (SMILES), else
+    truncated."""
     specials = SpecialIds.of(tokenizer)
     reasons = list(reasons)
     prepared: list[tuple[str, ...] | None] = []
@@ -85,7 +87,7 @@ def encode_records(inputs: Sequence[Inputs], reasons: Sequence[str | None], moda
         try:
             if parts is None:
                 raise InvalidRecord(reasons[index] or "no value")
-            prepared.append(tuple(modality.tokenizer_input(modality.normalize(part)) for part in parts))
+            prepared.append(tuple(modality.tokenizer_input(normalize_record(modality, part)) for part in parts))
         except InvalidRecord as exc:
             prepared.append(None)
             reasons[index] = exc.reason

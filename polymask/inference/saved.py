@@ -19,7 +19,7 @@ from typing import Any
 
 import torch
 from safetensors import SafetensorError
-from safetensors.torch import load_file, save_file
+from safetensors.torch import load_file
 from tokenizers import Tokenizer
 
 from polymask import jsonio
@@ -30,6 +30,7 @@ from polymask.model.encoder import Encoder
 from polymask.tasks.spec import TaskSpec
 from polymask.tokenization import load_tokenizer, save_tokenizer
 from polymask.training.checkpoint import FINETUNED_META, verify_checkpoint, write_manifest
+from polymask.weights_io import save_weights
 
 FORMAT = "polymask-finetuned"
 FORMAT_VERSION = 1
@@ -92,8 +93,8 @@ def finetuned_meta(spec: TaskSpec, label_names: list[str], n_outputs: int, modal
 def save_finetuned(folder: Path, model: torch.nn.Module, tokenizer: Tokenizer, meta: dict[str, Any]) -> Path:
     """Write the fine-tuned model folder atomically; returns ``folder``."""
     with staged_folder(folder) as tmp:
-        save_file({name: tensor.detach().cpu().contiguous() for name, tensor in model.state_dict().items()},
-                  str(tmp / "model.safetensors"))
+        save_weights({name: tensor.detach().cpu().contiguous() for name, tensor in model.state_dict().items()},
+                     tmp / "model.safetensors")
         (tmp / FINETUNED_META).write_text(jsonio.dumps(meta, indent=1))
         save_tokenizer(tokenizer, tmp)
         write_manifest(tmp, {"format": FORMAT})

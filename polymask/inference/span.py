@@ -6,6 +6,7 @@ from typing import TYPE_CHECKING, Sequence
 
 import numpy as np
 
+from polymask.data.records import normalize_record
 from polymask.errors import InvalidRecord
 from polymask.inference.columns import REASON
 from polymask.inference.records import Inputs
@@ -35,7 +36,7 @@ def predict_answers_of(model: "FinetunedModel", inputs: Sequence[Inputs], reason
         try:
             if parts is None:
                 raise InvalidRecord(reasons[row] or "no value")
-            question, context = (model.modality.normalize(part) for part in parts)
+            question, context = (normalize_record(model.modality, part) for part in parts)
         except InvalidRecord as exc:
             reasons[row] = exc.reason
             continue

@@ -7,12 +7,12 @@ line in the file) and, for .smi, the molecule's ``name``; for FASTA, the header'
 """
 from __future__ import annotations
 
-import csv
 from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Sequence
 
-from polymask.data.readers import READERS, file_kind, jsonl_objects, open_text, pick_column, read_records
+from polymask.data.readers import (check_readable, csv_rows, file_kind, jsonl_objects, open_text,
+                                   parquet_table, pick_column, read_records, reader_for)
 from polymask.errors import DataError
 from polymask.inference.records import as_inputs
 
@@ -55,17 +55,17 @@ def _delimited(path: Path) -> tuple["pd.DataFrame", list[str | None]]:
     import pandas as pd
 
     with open_text(path) as handle:
-        reader = csv.reader(handle, delimiter="\t" if file_kind(path) == ".tsv" else ",")
-        header = next(reader, None)
+        parsed = csv_rows(handle, path, delimiter="\t" if file_kind(path) == ".tsv" else ",")
+        _, header = next(parsed, (0, None))
         if header is None:
             raise DataError(f"{path}: empty file")
         header = [name.lstrip("\ufeff") for name in header]
         rows, reasons = [], []
-        for row in reader:
+        for line, row in parsed:
             if not row:
                 continue  # a blank line is no row (as in polymask train)
             reasons.append(None if len(row) == len(header) else
-                           f"line {reader.line_num}: {len(row)} fields, the header has {len(header)}")
+                           f"line {line}: {len(row)} fields, the header has {len(header)}")
             rows.append((row + [""] * len(header))[:len(header)])
     return pd.DataFrame(rows, columns=header, dtype=object), reasons
 
@@ -79,9 +79,7 @@ def _jsonl(path: Path) -> tuple["pd.DataFrame", list[str | None]]:
 
 
 def _parquet(path: Path) -> tuple["pd.DataFrame", list[str | None]]:
-    import pyarrow.parquet as pq
-
-    frame = pq.read_table(path).to_pandas()
+    frame = parquet_table(path).to_pandas()
     return frame, [None] * len(frame)
 
 
@@ -116,11 +114,8 @@ def read_input_table(path: Path, wanted: Sequence[str] | None, defaults: Sequenc
     import pandas as pd
 
     kind = file_kind(path)
-    if not path.is_file():
-        raise DataError(f"input file not found: {path}")
-    if kind not in READERS:
-        raise DataError(f"{path}: unsupported file type '{kind}'; supported: {', '.join(sorted(READERS))} "
-                        f"(optionally .gz)")
+    check_readable(path)
+    reader_for(path)  # an unsupported type fails here, naming the supported ones
     try:
         if kind in TABLES:
             return _table(path, wanted, defaults, count)
@@ -135,7 +130,5 @@ def read_input_table(path: Path, wanted: Sequence[str] | None, defaults: Sequenc
         columns[name] = [r.text for r in records]
     except UnicodeDecodeError as exc:
         raise DataError(f"{path}: not UTF-8 text ({exc.reason} at byte {exc.start})") from None
-    except csv.Error as exc:
-        raise DataError(f"{path}: malformed CSV ({exc})") from None
     return InputTable(pd.DataFrame(columns), [None if r.error else (r.text,) for r in records],
                       [r.error for r in records], [name])

@@ -15,7 +15,7 @@ from typing import Any, Iterator, Mapping, Union
 
 import numpy as np
 
-from polymask.data.readers import check_readable, file_kind, open_text
+from polymask.data.readers import check_readable, csv_rows, file_kind, open_text, parquet_table
 from polymask.data.records import normalize_record
 from polymask.errors import DataError, InvalidRecord, TaskFileMissing
 from polymask.modalities.base import Modality
@@ -103,10 +103,8 @@ def _label(value: str, spec: TaskSpec) -> float:
 def _delimited_rows(path: Path, spec: TaskSpec) -> Iterator[tuple[int, list[str]]]:
     """(line, fields) of each row of a delimited file; quote characters are plain text unless ``spec.quoting``."""
     with open_text(path) as handle:
-        reader = csv.reader(handle, delimiter=spec.delimiter,
+        yield from csv_rows(handle, path, delimiter=spec.delimiter,
                             quoting=csv.QUOTE_MINIMAL if spec.quoting else csv.QUOTE_NONE)
-        for row in reader:
-            yield reader.line_num, row
 
 
 def _column_rows(names: list[str], columns: list[list[Any]]) -> Iterator[tuple[int, list[str]]]:
@@ -119,13 +117,7 @@ def _column_rows(names: list[str], columns: list[list[Any]]) -> Iterator[tuple[i
 def table_rows(source: TableSource) -> Iterator[tuple[int, list[str]]]:
     """Rows of a parquet file or a ``datasets.Dataset`` (first the column names)."""
     if isinstance(source, Path):
-        import pyarrow
-        import pyarrow.parquet as pq
-
-        try:
-            table = pq.read_table(source)
-        except (pyarrow.ArrowException, OSError) as exc:
-            raise DataError(f"{source}: not a readable parquet file ({exc})") from None
+        table = parquet_table(source)
         return _column_rows(table.column_names, [table.column(name).to_pylist() for name in table.column_names])
     return _column_rows(list(source.column_names), [source[name] for name in source.column_names])
 

@@ -31,9 +31,18 @@ def seed_averages(values: list[list[float]]) -> np.ndarray | None:
     return np.array(values, dtype=float).mean(axis=0)
 
 
-def cell_minutes(cells: list[dict[str, Any]]) -> float:
-    """Fine-tuning time of benchmark cells, however many invocations computed them."""
-    return sum(cell.get("time_s", 0.0) for cell in cells) / 60
+def cell_seconds(cells: list[dict[str, Any]]) -> float:
+    """Fine-tuning time of benchmark cells in seconds, however many invocations computed them."""
+    return sum(cell.get("time_s", 0.0) for cell in cells)
+
+
+def duration(seconds: float) -> str:
+    """A compute time in the unit that shows it: "4.2 s" under a minute, "12.3 min" under an hour, else "2.5 h"."""
+    if seconds < 60:
+        return f"{seconds:.1f} s"
+    if seconds < 3600:
+        return f"{seconds / 60:.1f} min"
+    return f"{seconds / 3600:.1f} h"
 
 
 def precisions(cells: list[dict[str, Any]]) -> str:
@@ -193,7 +202,7 @@ def write_report(out: Path, title: str, rows: list[dict[str, Any]], results: dic
              f"over seeds {results['seeds']}; "
              f"best per column in bold; a mean column averages the tasks of one metric, or GLUE's tasks (± the std over seeds of the "
              f"per-seed averages). Wall time {results['wall_time_s']} s (cells run in this invocation); fine-tuning compute "
-             f"{cell_minutes(results['cells']):.1f} min summed over all cells.", ""]
+             f"{duration(cell_seconds(results['cells']))} summed over all cells.", ""]
     used = precisions(results["cells"])
     lines += [f"- {key}: {value}" for key, value in settings.items()] + ([f"- precision used: {used}"] if used else [])
     lines += [""]

@@ -15,7 +15,8 @@ from pathlib import Path
 import numpy as np
 
 from polymask.data.readers import open_text
-from polymask.errors import ConfigError, DataError, TaskFileMissing
+from polymask.data.records import normalize_record
+from polymask.errors import ConfigError, DataError, InvalidRecord, TaskFileMissing
 from polymask.modalities.base import Modality
 from polymask.tasks.data import find_task_file, holdout
 from polymask.tasks.span import QAExample
@@ -43,18 +44,35 @@ class SquadTask:
         return Golds([list(example.answers) for example in examples], self.version_2)
 
 
-def read_squad(path: Path, spec: TaskSpec) -> tuple[list[QAExample], bool]:
-    """Every question of an official-format file (``.gz`` accepted) and whether it is v2.0. The spec's
-    input columns name the question and context fields, its label column the answers field."""
+def read_squad(path: Path, spec: TaskSpec, modality: Modality, skipped: list[dict]) -> tuple[list[QAExample], bool]:
+    """Every usable question of an official-format file (``.gz`` accepted) and whether it is v2.0. The spec's
+    input columns name the question and context fields, its label column the answers field. A question whose
+    question or context fails the record checks (``normalize_record``) is skipped and reported in ``skipped``."""
     with open_text(path) as handle:
         try:
             data = json.loads("".join(handle))
         except ValueError as exc:
             raise DataError(f"{path}: not valid JSON ({exc})") from None
     try:
-        return _squad_examples(data, spec)
+        examples, version_2 = _squad_examples(data, spec)
     except (KeyError, TypeError, IndexError, AttributeError) as exc:
         raise DataError(f"{path}: not a SQuAD file (field {exc} missing or malformed)") from None
+    return _checked(examples, modality, str(path), skipped), version_2
+
+
+def _checked(examples: list[QAExample], modality: Modality, source: str, skipped: list[dict]) -> list[QAExample]:
+    """The questions whose question and context pass the checks every record passes; the texts are kept as read
+    (answer offsets point into them)."""
+    kept = []
+    for example in examples:
+        try:
+            for text in (example.question, example.context):
+                normalize_record(modality, text)
+        except InvalidRecord as exc:
+            skipped.append({"source": source, "line": f"question {example.qid}", "reason": exc.reason})
+            continue
+        kept.append(example)
+    return kept
 
 
 def _squad_examples(data: dict, spec: TaskSpec) -> tuple[list[QAExample], bool]:
@@ -118,8 +136,8 @@ def _trainable(examples: list[QAExample], source: str, skipped: list[dict]) -> l
 def load_squad(spec: TaskSpec, modality: Modality, data_dir: Path | None = None) -> SquadTask:
     """The task's questions under the standard protocol, or the dev-split one when there is no train file."""
     test_path = find_task_file(spec.files["test"], spec.benchmark, data_dir)
-    test, version_2 = read_squad(test_path, spec)
     skipped: list[dict] = []
+    test, version_2 = read_squad(test_path, spec, modality, skipped)
     split = spec.split
     try:
         train_path = find_task_file(spec.files["train"], spec.benchmark, data_dir)
@@ -132,7 +150,7 @@ def load_squad(spec: TaskSpec, modality: Modality, data_dir: Path | None = None)
                          False, protocol, skipped)
     if split.valid_from_train is None:
         raise ConfigError(f"{spec.key}: the standard protocol needs split.valid_from_train (held-out train articles)")
-    examples, _ = read_squad(train_path, spec)
+    examples, _ = read_squad(train_path, spec, modality, skipped)
     articles = _articles(examples)
     kept, held = holdout(len(articles), split.valid_from_train, split.seed)
     train = _of_articles(examples, {articles[i] for i in kept})

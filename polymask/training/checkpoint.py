@@ -34,7 +34,7 @@ from typing import TYPE_CHECKING, Any
 
 import torch
 from safetensors import SafetensorError
-from safetensors.torch import load_file, save_file
+from safetensors.torch import load_file
 from tokenizers import Tokenizer
 
 from polymask.atomic_folder import move_into_place
@@ -44,6 +44,7 @@ from polymask.jsonio import dumps
 from polymask.model.encoder import Encoder, EncoderConfig
 from polymask.tokenization import load_tokenizer, save_tokenizer
 from polymask.training.tensor_checks import check_weights, describe_nonfinite
+from polymask.weights_io import save_weights
 
 if TYPE_CHECKING:
     from polymask.objectives import Objective
@@ -127,9 +128,9 @@ def save_checkpoint(run_dir: Path, step: int, weights: dict[str, torch.Tensor], 
     tmp = root / f".tmp-{final.name}"
     shutil.rmtree(tmp, ignore_errors=True)
     tmp.mkdir()
-    save_file({name: tensor.detach().cpu().contiguous() for name, tensor in weights.items()},
-              str(tmp / "model.safetensors"))
-    save_file({**moments, **rng_tensors}, str(tmp / "optimizer.safetensors"))
+    save_weights({name: tensor.detach().cpu().contiguous() for name, tensor in weights.items()},
+                 tmp / "model.safetensors")
+    save_weights({**moments, **rng_tensors}, tmp / "optimizer.safetensors")
     _write_json(tmp / "trainer_state.json", {**trainer_state, "optimizer": optimizer_meta})
     _write_json(tmp / RUN_CONFIG, config)
     _write_json(tmp / "encoder.json", {"config": encoder.config.model_dump(mode="json"),

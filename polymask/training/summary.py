@@ -1,11 +1,11 @@
 """Metrics as JSON lines, and the end-of-run summary (JSON + a printed table)."""
 from __future__ import annotations
 
-import shutil
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from polymask.jsonio import append_jsonl, atomic_path, dumps, read_jsonl, write_json, write_text
+from polymask.data.corpus import copy_skipped
+from polymask.jsonio import append_jsonl, dumps, read_jsonl, write_json, write_text
 from polymask.training.runtime import precision_used
 
 if TYPE_CHECKING:
@@ -35,8 +35,7 @@ def write_summary(trainer: "Trainer", last_eval: dict[str, Any], wall_time: floa
     state, report = trainer.state, trainer.corpus_report
     skipped_file = trainer.run_dir / "skipped_records.jsonl"
     if trainer.skipped_file != skipped_file:
-        with atomic_path(skipped_file) as tmp:
-            shutil.copyfile(trainer.skipped_file, tmp)
+        copy_skipped(trainer.skipped_file, skipped_file, trainer.renamed_sources)
     summary = {
         "status": status,
         "run_dir": str(trainer.run_dir),

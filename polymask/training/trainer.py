@@ -127,8 +127,10 @@ class Trainer:
             self.run_lock.release()
 
     def _prepare_data(self, data: Dataset | None) -> None:
-        """Set ``batches`` (the training stream), ``valid_store``, ``corpus_report`` and ``skipped_file``."""
+        """Set ``batches`` (the training stream), ``valid_store``, ``corpus_report``, ``skipped_file`` and
+        ``renamed_sources`` (the corpus files' names in ``skipped_file`` -> the names passed)."""
         config = self.config
+        self.renamed_sources: dict[str, str] = {}
         sources = data if data is not None else (config.data.corpus_paths() or self.modality.corpus_paths())
         if config.data.streaming:
             self.skipped_file = self.run_dir / "skipped_records.jsonl"
@@ -160,6 +162,7 @@ class Trainer:
         self.valid_store = corpus.valid
         self.corpus_report: CorpusReport = corpus.report
         self.skipped_file = corpus.skipped_file
+        self.renamed_sources = corpus.renamed
 
     def _collapse_monitor(self) -> CollapseMonitor | None:
         """The collapse alarm, with the unigram accuracy of the validation split (None when disabled)."""
