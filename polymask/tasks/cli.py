@@ -93,6 +93,8 @@ def _benchmark_tasks(benchmark: str, names: list[str] | None) -> list[str]:
                           f"benchmarks: {', '.join(benchmarks)}")
     if not names:
         return task_names(benchmark, default_only=True)
+    if names == ["all"]:
+        return available
     tasks = [t if "/" in t else f"{benchmark}/{t}" for t in names]
     unknown = [t for t in tasks if t not in available]
     if unknown:
@@ -129,6 +131,18 @@ def cmd_heldout(args: argparse.Namespace) -> int:
     return 0
 
 
+def cmd_task_corpus(args: argparse.Namespace) -> int:
+    from polymask.tasks.task_corpus import CORPUS_FILE, write_task_corpus
+
+    tasks = _benchmark_tasks(args.benchmark, args.tasks)
+    summary = write_task_corpus(args.benchmark, tasks, args.out, args.data_dir)
+    print(f"wrote {summary['records']:,} unique training inputs ({summary['characters']:,} characters) of "
+          f"{len(tasks)} tasks to {args.out / CORPUS_FILE}, none of them a validation or test input of "
+          f"{len(summary['held_out_from'])} {args.benchmark} tasks ({summary['held_out_inputs']:,} held out); "
+          f"counts in {args.out / 'corpus.json'}")
+    return 0
+
+
 def add_commands(sub: argparse._SubParsersAction) -> None:
     finetune = sub.add_parser("finetune", help="fine-tune a pretrained encoder on one task")
     finetune.add_argument("--task", required=True, help="task key, e.g. moleculenet/bbbp (see tasks/)")
@@ -142,7 +156,7 @@ def add_commands(sub: argparse._SubParsersAction) -> None:
     benchmark.add_argument("benchmark", help="benchmark name: a folder of tasks/ (moleculenet, ...)")
     benchmark.add_argument("--checkpoint", type=checkpoint_path, action="append", required=True,
                            help="run or checkpoint folder, or a built-in model's name (repeat)")
-    benchmark.add_argument("--tasks", nargs="+", help="task names (default: the benchmark's default set)")
+    benchmark.add_argument("--tasks", nargs="+", help="task names, or 'all' (default: the benchmark's default set)")
     benchmark.add_argument("--seeds", type=int, default=3, help="number of fine-tuning seeds (0..N-1)")
     benchmark.add_argument("--no-references", action="store_true", help="skip the untrained and reference rows")
     add_finetune_options(benchmark, "runs/benchmark-<benchmark>")
@@ -159,3 +173,14 @@ def add_commands(sub: argparse._SubParsersAction) -> None:
     heldout.add_argument("--data-dir", type=Path, help="folder with task files (default $POLYMASK_DATA_DIR, then built-in)")
     heldout.add_argument("--out", type=Path, required=True, help="folder for the files")
     heldout.set_defaults(handler=cmd_heldout)
+
+    corpus = sub.add_parser(
+        "benchmark-corpus", help="write a benchmark's unlabeled training inputs as a pretraining corpus",
+        description="Write the training inputs of a benchmark's tasks, deduplicated, as one pretraining corpus file "
+                    "(corpus.txt), leaving out every validation and test input of the benchmark's tasks on hand; "
+                    "counts per task in corpus.json.")
+    corpus.add_argument("benchmark", help="benchmark name: a folder of tasks/ (dna, ...)")
+    corpus.add_argument("--tasks", nargs="+", help="task names, or 'all' (default: the benchmark's default set)")
+    corpus.add_argument("--data-dir", type=Path, help="folder with task files (default $POLYMASK_DATA_DIR, then built-in)")
+    corpus.add_argument("--out", type=Path, required=True, help="folder for corpus.txt and corpus.json")
+    corpus.set_defaults(handler=cmd_task_corpus)

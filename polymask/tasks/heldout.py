@@ -25,12 +25,14 @@ def heldout_file(out: Path, task_key: str, split: str, modality: str) -> Path:
     return out / f"{task_key.split('/')[-1]}-{split}.{'smi' if modality == 'smiles' else 'txt'}"
 
 
-def _default_modality(name: str) -> Modality:
+def default_modality(name: str) -> Modality:
+    """The registered modality ``name`` with its default settings."""
     cls = MODALITIES.get(name)
     return cls(cls.Config.model_validate({"name": name}))
 
 
-def _unique_inputs(split: TaskSplit) -> list[str]:
+def unique_inputs(split: TaskSplit) -> list[str]:
+    """The split's input texts, each once, in order (a newline inside one becomes a space)."""
     return list(dict.fromkeys(text.replace("\n", " ") for inputs in split.inputs for text in inputs))
 
 
@@ -45,10 +47,10 @@ def write_heldout(task_keys: Sequence[str], splits: Sequence[str], out: Path,
         spec = load_task_spec(key)
         if spec.kind not in ("binary", "multiclass", "regression"):
             raise ConfigError(f"{key}: held-out files are written for table tasks, not for {spec.kind} tasks")
-        task = KINDS[spec.kind].load(spec, _default_modality(spec.modality), data_dir)
+        task = KINDS[spec.kind].load(spec, default_modality(spec.modality), data_dir)
         protocols[key] = task.protocol
         for split in splits:
-            records = _unique_inputs(getattr(task, split))
+            records = unique_inputs(getattr(task, split))
             path = heldout_file(out, key, split, spec.modality)
             write_text(path, "".join(record + "\n" for record in records))
             files[path.name] = len(records)

@@ -1,0 +1,67 @@
+"""A pretraining corpus from a benchmark's own unlabeled training inputs (DNABERT-2's "pretraining on GUE's
+training sequences"), never from its validation or test inputs.
+
+The training inputs of the chosen tasks are written once each (deduplicated within and across tasks, in task
+order), after removing every input that is a validation or test input of any task of the benchmark on hand:
+tasks share sequences (GUE's promoter sets overlap; a few sequences sit in more than one split of one task).
+``corpus.json`` beside the corpus records the counts per task, the bases (characters) and what was removed.
+"""
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Any, Sequence
+
+from polymask.errors import ConfigError, TaskFileMissing
+from polymask.jsonio import make_dir, write_json, write_text
+from polymask.tasks.heldout import default_modality, unique_inputs
+from polymask.tasks.kinds import KINDS
+from polymask.tasks.spec import load_task_spec, task_names
+
+CORPUS_FILE = "corpus.txt"
+SUMMARY_FILE = "corpus.json"
+
+
+def _load(key: str, data_dir: Path | None) -> Any:
+    spec = load_task_spec(key)
+    if spec.kind not in ("binary", "multiclass", "regression"):
+        raise ConfigError(f"{key}: a corpus is built from table tasks, not from {spec.kind} tasks")
+    return KINDS[spec.kind].load(spec, default_modality(spec.modality), data_dir)
+
+
+def _held_out(benchmark: str, data_dir: Path | None) -> tuple[set[str], list[str]]:
+    """Every validation and test input of the benchmark's tasks on hand, and the tasks whose files are missing."""
+    held: set[str] = set()
+    missing: list[str] = []
+    for key in task_names(benchmark):
+        try:
+            task = _load(key, data_dir)
+        except TaskFileMissing:
+            missing.append(key)
+            continue
+        held.update(unique_inputs(task.valid) + unique_inputs(task.test))
+    return held, missing
+
+
+def write_task_corpus(benchmark: str, task_keys: Sequence[str], out: Path,
+                      data_dir: Path | None = None) -> dict[str, Any]:
+    """Write ``out/corpus.txt`` (one training input per line) and ``out/corpus.json``; returns the summary."""
+    held, missing = _held_out(benchmark, data_dir)
+    absent = [key for key in task_keys if key in missing]
+    if absent:
+        raise ConfigError(f"task files not found for {', '.join(absent)}: give --data-dir (or $POLYMASK_DATA_DIR)")
+    kept: dict[str, None] = {}
+    per_task: dict[str, dict[str, int]] = {}
+    for key in task_keys:
+        inputs = unique_inputs(_load(key, data_dir).train)
+        new = [text for text in inputs if text not in held and text not in kept]
+        kept.update(dict.fromkeys(new))
+        per_task[key] = {"train_inputs": len(inputs), "held_out": sum(text in held for text in inputs),
+                         "added": len(new), "added_characters": sum(map(len, new))}
+    make_dir(out)
+    write_text(out / CORPUS_FILE, "".join(text + "\n" for text in kept))
+    summary = {"benchmark": benchmark, "tasks": list(task_keys), "records": len(kept),
+               "characters": sum(map(len, kept)), "per_task": per_task,
+               "held_out_inputs": len(held), "held_out_from": [k for k in task_names(benchmark) if k not in missing],
+               "tasks_not_on_hand": missing}
+    write_json(out / SUMMARY_FILE, summary)
+    return summary
