@@ -2,6 +2,7 @@
 from __future__ import annotations
 
 import argparse
+import difflib
 import sys
 from pathlib import Path
 from typing import Any, Callable
@@ -9,7 +10,7 @@ from typing import Any, Callable
 from polymask.builtin_models import checkpoint_path
 from polymask.errors import ConfigError, PolymaskError
 from polymask.jsonio import dumps
-from polymask.registry import UnknownNameError
+from polymask.registry import UnknownNameError, did_you_mean
 
 
 class DefaultsHelpFormatter(argparse.HelpFormatter):
@@ -26,11 +27,43 @@ class DefaultsHelpFormatter(argparse.HelpFormatter):
 
 
 class Parser(argparse.ArgumentParser):
-    """The parser of every verb: help shows defaults (sub-parsers inherit the class)."""
+    """The top-level parser: help shows defaults, a mistyped choice gets the closest ones suggested."""
 
     def __init__(self, *args: Any, **kwargs: Any) -> None:
         kwargs.setdefault("formatter_class", DefaultsHelpFormatter)
         super().__init__(*args, **kwargs)
+
+    def add_subparsers(self, **kwargs: Any) -> argparse._SubParsersAction:
+        kwargs.setdefault("parser_class", VerbParser)
+        return super().add_subparsers(**kwargs)
+
+    def _check_value(self, action: argparse.Action, value: Any) -> None:
+        """argparse's check of a value against ``choices`` (verbs included), with "did you mean"."""
+        if action.choices is not None and value not in action.choices:
+            choices = [str(choice) for choice in action.choices]
+            hint = did_you_mean(str(value), choices)
+            raise argparse.ArgumentError(action, f"invalid choice: {value!r};{hint} choose from: {', '.join(choices)}")
+
+
+class VerbParser(Parser):
+    """The parser of a verb: an unknown option is refused here, with this verb's usage and the closest
+    options suggested (argparse would hand it up to the top-level parser, whose usage says nothing of it)."""
+
+    def parse_known_args(self, args: Any = None, namespace: Any = None) -> tuple[argparse.Namespace, list[str]]:
+        namespace, extras = super().parse_known_args(args, namespace)
+        if extras:
+            self.error(f"unrecognized arguments: {' '.join(extras)}{self._option_hint(extras)}")
+        return namespace, extras
+
+    def _option_hint(self, extras: list[str]) -> str:
+        """A "did you mean '--x'?" for each unknown option close to one of this verb's (compared without the
+        dashes, which every option shares)."""
+        options = {option.lstrip("-"): option for action in self._actions for option in action.option_strings}
+        hints = []
+        for word in (extra.split("=", 1)[0] for extra in extras if extra.startswith("-")):
+            close = difflib.get_close_matches(word.lstrip("-"), list(options), n=3, cutoff=0.6)
+            hints.append(did_you_mean(word, [options[name] for name in close]))
+        return "".join(f";{hint}" for hint in hints if hint)
 
 
 def _run_config_dict(args: argparse.Namespace) -> dict[str, Any]:
@@ -82,12 +115,13 @@ def load_plugins(specs: list[str] | None) -> None:
 
 def cmd_train(args: argparse.Namespace) -> int:
     from polymask.config import build_run_config
-    from polymask.training.trainer import train
 
     auto = args.resume == "auto"
     if args.resume and args.overwrite:
         raise ConfigError("--resume and --overwrite contradict each other: choose one")
     if args.resume and not auto and not (args.config or args.modality or args.objective or args.set):
+        from polymask.training.trainer import train
+
         train(resume=args.resume)
         return 0
     raw = _run_config_dict(args)
@@ -96,7 +130,10 @@ def cmd_train(args: argparse.Namespace) -> int:
         from polymask.training.checkpoint import load_checkpoint
 
         raw = merge(load_checkpoint(args.resume).config, raw)
-    train(build_run_config(raw), resume=args.resume, overwrite=args.overwrite)
+    config = build_run_config(raw)  # first, so that a wrong field fails before torch is imported
+    from polymask.training.trainer import train
+
+    train(config, resume=args.resume, overwrite=args.overwrite)
     return 0
 
 

@@ -15,10 +15,10 @@ from typing import Any, Literal
 import yaml
 from pydantic import Field, SerializeAsAny, ValidationError, model_validator
 
+from polymask.encoder_config import EncoderConfig
 from polymask.errors import ConfigError, DataError
-from polymask.model.encoder import EncoderConfig
-from polymask.registry import UnknownNameError
-from polymask.resources import builtin_config
+from polymask.registry import UnknownNameError, did_you_mean
+from polymask.resources import builtin_config, builtin_config_names
 from polymask.schema import ComponentConfig, StrictModel, validation_messages
 
 SCIENTIFIC = re.compile(r"[-+]?(\d+\.?\d*|\.\d+)[eE][-+]?\d+")
@@ -156,29 +156,34 @@ def _component(raw: Any, field: str, registry: Any, errors: list[str]) -> Compon
         return None
 
 
+def check_run_fields(raw: dict[str, Any]) -> None:
+    """Validate every field outside the modality's and objective's options, without importing torch (or the
+    registries, which do): a wrong key or value fails in a fraction of a second. Raises ``ConfigError``."""
+    if not isinstance(raw, dict):
+        raise ConfigError(f"a run config must be a mapping, got {type(raw).__name__}")
+    rest = {key: value for key, value in raw.items() if key not in ("modality", "objective")}
+    placeholder = ComponentConfig(name="?")
+    try:
+        RunConfig.model_validate({**rest, "modality": placeholder, "objective": placeholder})
+    except ValidationError as exc:
+        raise ConfigError("invalid config:\n  " + "\n  ".join(validation_messages(exc, RunConfig))) from None
+
+
 def build_run_config(raw: dict[str, Any]) -> RunConfig:
-    """Validate a raw (YAML/CLI) dict into a ``RunConfig``; raises ``ConfigError`` naming each bad field."""
+    """Validate a raw (YAML/CLI) dict into a ``RunConfig``; raises ``ConfigError`` naming each bad field.
+
+    The fields outside the modality and objective are checked first (``check_run_fields``), before the
+    registries, and so torch, are imported."""
+    check_run_fields(raw)
     from polymask.modalities import MODALITIES
     from polymask.objectives import OBJECTIVES
 
-    if not isinstance(raw, dict):
-        raise ConfigError(f"a run config must be a mapping, got {type(raw).__name__}")
     errors: list[str] = []
     modality = _component(raw.get("modality"), "modality", MODALITIES, errors)
     objective = _component(raw.get("objective"), "objective", OBJECTIVES, errors)
-    rest = {key: value for key, value in raw.items() if key not in ("modality", "objective")}
-    try:
-        config = RunConfig.model_validate({
-            **rest,
-            "modality": modality or ComponentConfig(name="?"),
-            "objective": objective or ComponentConfig(name="?"),
-        })
-    except ValidationError as exc:
-        errors.extend(validation_messages(exc, RunConfig))
-        config = None
     if errors:
         raise ConfigError("invalid config:\n  " + "\n  ".join(errors))
-    return config
+    return RunConfig.model_validate({**raw, "modality": modality, "objective": objective})
 
 
 def load_yaml(path_or_name: str | Path) -> dict[str, Any]:
@@ -187,7 +192,9 @@ def load_yaml(path_or_name: str | Path) -> dict[str, Any]:
     if not path.is_file():
         builtin = builtin_config(str(path_or_name))
         if builtin is None:
-            raise ConfigError(f"config '{path_or_name}' is neither a file nor a built-in recipe")
+            names = builtin_config_names()
+            hint = did_you_mean(str(path_or_name).removesuffix(".yaml"), names) or f" built-in: {', '.join(names)}"
+            raise ConfigError(f"config '{path_or_name}' is neither a file nor a built-in recipe;{hint}")
         path = builtin
     try:
         data = yaml.safe_load(path.read_text()) or {}

@@ -26,3 +26,8 @@ def builtin_config(name: str) -> Path | None:
     """The path of ``configs/<name>.yaml`` if it exists."""
     path = builtin_dir("configs") / f"{name.removesuffix('.yaml')}.yaml"
     return path if path.is_file() else None
+
+
+def builtin_config_names() -> list[str]:
+    """The names of the built-in recipes (``configs/*.yaml`` without the suffix)."""
+    return sorted(path.stem for path in builtin_dir("configs").glob("*.yaml"))

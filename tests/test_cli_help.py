@@ -75,6 +75,23 @@ def test_unknown_names_suggest_the_closest(capsys):
         load_task_spec("bbbp")
 
 
+@pytest.mark.parametrize("argv, usage, hint", [
+    (["trian"], "usage: polymask [-h]", "polymask: error: argument command: invalid choice: 'trian'; "
+                                        "did you mean 'train'?"),
+    (["train", "--modalty", "smiles"], "usage: polymask train [-h]",
+     "polymask train: error: unrecognized arguments: --modalty smiles; did you mean '--modality'?"),
+    (["tokenizer", "trian"], "usage: polymask tokenizer [-h]", "did you mean 'train'?"),
+])
+def test_a_mistyped_verb_or_option_suggests_the_closest(capsys, argv, usage, hint):
+    """Exit status 2, the usage of the verb the mistake was made in (not the top-level one), then one error line."""
+    with pytest.raises(SystemExit) as stop:
+        main(argv)
+    err = capsys.readouterr().err
+    assert stop.value.code == 2
+    assert err.startswith(usage)
+    assert hint in err.strip().splitlines()[-1]
+
+
 def test_fine_tuning_shows_epochs_and_steps_inside_a_benchmark_cell(capsys):
     """Inside a benchmark (``inner_progress``) ``fit`` shows its epoch, steps and validation metric;
     outside it stays silent."""

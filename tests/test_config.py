@@ -55,6 +55,34 @@ def test_every_builtin_recipe_validates(recipe):
     build_run_config(load_yaml(recipe))
 
 
+def test_a_mistyped_recipe_name_suggests_the_closest():
+    with pytest.raises(ConfigError, match=r"config 'smiles-mlm-tiyn' is neither a file nor a built-in recipe; "
+                                          r"did you mean 'smiles-mlm-tiny'"):
+        load_yaml("smiles-mlm-tiyn")
+
+
+def test_config_errors_come_before_torch_is_imported(tmp_path):
+    """A wrong value, key or recipe name (train and compare) fails in one line before torch is imported, so at
+    once rather than after the seconds torch takes to load."""
+    script = (
+        "import sys\n"
+        "from polymask.cli import main\n"
+        "train = ['train', '--modality', 'smiles', '--objective', 'mlm']\n"
+        f"compare = ['compare', '--modality', 'smiles', '--budget', '10-steps', '--out', {str(tmp_path)!r}]\n"
+        "for argv in ([*train, '--set', 'train.lr=abc'], [*train, '--set', 'train.lrr=1'],\n"
+        "             [*train, '--config', 'smiles-mlm-tiyn'], [*compare, '--set', 'data.max_len=2']):\n"
+        "    assert main(argv) == 2, argv\n"
+        "print('torch' in sys.modules)\n")
+    result = subprocess.run([sys.executable, "-c", script], capture_output=True, text=True, timeout=120)
+    assert result.returncode == 0, result.stderr
+    assert result.stdout.strip() == "False"
+    assert "train.lr: Input should be a valid number" in result.stderr
+    assert "train.lrr: Extra inputs are not permitted (got 1); did you mean 'lr'?" in result.stderr
+    assert "did you mean 'smiles-mlm-tiny'" in result.stderr
+    assert "data.max_len: Input should be greater than or equal to 8" in result.stderr
+    assert "Traceback" not in result.stderr
+
+
 def test_cli_reports_config_errors_before_any_work(capsys):
     assert main(["train", "--modality", "smiles", "--objective", "mlm", "--set", "train.warmup=5"]) == 2
     assert "train.warmup: Extra inputs are not permitted" in capsys.readouterr().err

@@ -15,7 +15,7 @@ def losses(run):
     return [json.loads(line)["loss"] for line in lines if "loss" in json.loads(line)]
 
 
-def test_resume_equals_uninterrupted(tmp_path, make_config):
+def test_resume_equals_uninterrupted(tmp_path, make_config, capsys):
     settings = dict(max_steps=10)
     full = make_config("smiles", tmp_path / "full", **settings)
     full["model"]["dropout"] = 0.1  # dropout RNG must be restored too
@@ -25,8 +25,13 @@ def test_resume_equals_uninterrupted(tmp_path, make_config):
     split["model"]["dropout"] = 0.1
     first = train(split)
     assert first["steps"] == 4
+    capsys.readouterr()
     resumed = train(resume=tmp_path / "split")
     assert resumed["steps"] == 10
+    printed = capsys.readouterr().out  # the two clocks say what they cover: every invocation, or this one
+    assert "every invocation" in resumed["time_note"] and "this invocation only" in resumed["time_note"]
+    assert "| train_time_s (training steps, every invocation of the run) |" in printed
+    assert "| wall_time_s (this invocation, evaluation and checkpoints included) |" in printed
     assert losses(tmp_path / "split") == losses(tmp_path / "full")
     final = lambda run: load_file(str(run / "checkpoints" / "step-000010" / "model.safetensors"))
     a, b = final(tmp_path / "full"), final(tmp_path / "split")
@@ -52,14 +57,14 @@ def test_a_crash_while_saving_keeps_the_previous_checkpoint(tmp_path, make_confi
     import polymask.training.checkpoint as checkpoint_module
 
     train(make_config("smiles", tmp_path / "run", max_steps=3))
-    real_save = checkpoint_module.save_file
+    real_save = checkpoint_module.save_weights
 
-    def crash(tensors, path):
-        if path.endswith("optimizer.safetensors"):
+    def crash(tensors, path, metadata=None):
+        if path.name == "optimizer.safetensors":
             raise OSError("disk full")
-        real_save(tensors, path)
+        real_save(tensors, path, metadata)
 
-    monkeypatch.setattr(checkpoint_module, "save_file", crash)
+    monkeypatch.setattr(checkpoint_module, "save_weights", crash)
     with pytest.raises(OSError, match="disk full"):
         train(make_config("smiles", tmp_path / "run", max_steps=6), resume=tmp_path / "run")
     loaded = load_checkpoint(tmp_path / "run")

@@ -13,14 +13,10 @@ def cmd_compare(args: argparse.Namespace) -> int:
     from pydantic import ValidationError
 
     from polymask.compare.budget import parse_budget
-    from polymask.compare.run import run_compare
-    from polymask.config import apply_override, load_yaml
-    from polymask.objectives import OBJECTIVES
+    from polymask.config import apply_override, check_run_fields, load_yaml
     from polymask.schema import validation_messages
 
     objectives = [name.strip() for name in args.objectives.split(",") if name.strip()]
-    for name in objectives:
-        OBJECTIVES.get(name)
     base: dict[str, Any] = load_yaml(args.config) if args.config else {}
     if args.data:
         base.setdefault("data", {})["paths"] = [str(p) for p in args.data]
@@ -29,6 +25,7 @@ def cmd_compare(args: argparse.Namespace) -> int:
     if isinstance(base.get("modality"), str):
         base["modality"] = {"name": base["modality"]}
     base.setdefault("modality", {})["name"] = args.modality
+    check_run_fields(base)  # before torch is imported: a wrong field fails at once
     finetune: dict[str, Any] = {key: value for key, value in (("epochs", args.epochs), ("lr", args.lr),
                                                               ("patience", args.patience),
                                                               ("max_train_examples", args.max_train_examples))
@@ -39,7 +36,13 @@ def cmd_compare(args: argparse.Namespace) -> int:
         finetune_config = FinetuneConfig.model_validate(finetune)
     except ValidationError as exc:
         raise ConfigError("invalid fine-tuning option: " + "; ".join(validation_messages(exc, FinetuneConfig))) from None
-    report = run_compare(args.modality, objectives, parse_budget(args.budget), args.out, base, args.seeds,
+    budget = parse_budget(args.budget)
+    from polymask.compare.run import run_compare
+    from polymask.objectives import OBJECTIVES
+
+    for name in objectives:
+        OBJECTIVES.get(name)
+    report = run_compare(args.modality, objectives, budget, args.out, base, args.seeds,
                          args.benchmark_seeds, args.tasks, finetune_config, args.data_dir)
     print(f"report: {report}")
     return 0

@@ -1,4 +1,5 @@
 """The shared encoder backbone."""
-from polymask.model.encoder import PRESETS, Encoder, EncoderConfig
+from polymask.encoder_config import PRESETS, EncoderConfig
+from polymask.model.encoder import Encoder
 
 __all__ = ["PRESETS", "Encoder", "EncoderConfig"]

@@ -29,6 +29,14 @@ class MetricsLog:
         write_text(self.path, "".join(dumps(record) + "\n" for record in kept))
 
 
+# What the two clocks of a summary cover: after a --resume, train_time_s can exceed wall_time_s.
+TIME_NOTE = ("train_time_s: seconds spent in training steps, summed over every invocation of the run (resumed ones "
+             "included; evaluation and checkpoints not counted; tokens_per_s divides by it). wall_time_s: this "
+             "invocation only, from its first step to this summary, evaluation and checkpoints included")
+TIME_LABELS = {"train_time_s": "train_time_s (training steps, every invocation of the run)",
+               "wall_time_s": "wall_time_s (this invocation, evaluation and checkpoints included)"}
+
+
 def write_summary(trainer: "Trainer", last_eval: dict[str, Any], wall_time: float,
                   status: str = "completed") -> dict[str, Any]:
     """Build, print and save the run summary; ``status``: completed, interrupted or diverged."""
@@ -52,6 +60,7 @@ def write_summary(trainer: "Trainer", last_eval: dict[str, Any], wall_time: floa
         "padding_fraction": round(1 - state.tokens / max(state.padded_tokens, 1), 4),
         "train_time_s": round(state.train_time, 2),
         "wall_time_s": round(wall_time, 2),
+        "time_note": TIME_NOTE,
         "records": report.records,
         "skipped_records": report.skipped,
         "skipped_examples": report.skipped_examples,
@@ -82,11 +91,11 @@ def format_summary(summary: dict[str, Any]) -> str:
     """The summary as a two-column Markdown table."""
     rows = [(key, value) for key, value in summary.items()
             if key not in ("skipped_examples", "skipped_by_reason", "changed_by_step", "held_out_by_file", "collapse",
-                           "memory")]
+                           "memory", "time_note")]
     lines = ["| metric | value |", "|---|---|"]
     for key, value in rows:
         shown = f"{value:.4f}" if isinstance(value, float) and key.endswith(("loss", "accuracy")) else value
-        lines.append(f"| {key} | {shown} |")
+        lines.append(f"| {TIME_LABELS.get(key, key)} | {shown} |")
     if summary.get("collapsed"):
         lines.append("")
         lines.append("WARNING: this run has collapsed (see 'collapse' in summary.json): "
