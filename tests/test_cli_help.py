@@ -60,8 +60,9 @@ def test_finetune_help_shows_the_config_defaults(capsys):
     with pytest.raises(SystemExit):
         main(["finetune", "--help"])
     shown = " ".join(capsys.readouterr().out.split())
-    assert f"learning rate (default: {FinetuneConfig().lr})" in shown
-    assert f"maximum epochs (default: {FinetuneConfig().epochs})" in shown
+    recipe = "or the benchmark's recipe (tasks/<benchmark>/recipe.yaml)"
+    assert f"learning rate (default: {FinetuneConfig().lr} {recipe})" in shown
+    assert f"maximum epochs (default: {FinetuneConfig().epochs} {recipe})" in shown
 
 
 def test_unknown_names_suggest_the_closest(capsys):

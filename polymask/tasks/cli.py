@@ -15,17 +15,21 @@ def add_finetune_options(parser: argparse.ArgumentParser, out_default: str) -> N
     defaults = {name: field.default for name, field in FinetuneConfig.model_fields.items()}
     parser.add_argument("--data-dir", type=Path, help="folder with task files (default $POLYMASK_DATA_DIR, then built-in)")
     parser.add_argument("--out", type=Path, help=f"output folder (default: {out_default})")
-    parser.add_argument("--lr", type=float, default=defaults["lr"], help="learning rate")
-    parser.add_argument("--epochs", type=int, default=defaults["epochs"], help="maximum epochs")
-    parser.add_argument("--patience", type=int, default=defaults["patience"], help="early-stopping patience in epochs")
-    parser.add_argument("--batch-size", type=int, default=defaults["batch_size"], help="examples per batch")
-    parser.add_argument("--pooling", choices=["cls", "mean"], default=defaults["pooling"], help="sequence representation")
+    recipe = " or the benchmark's recipe (tasks/<benchmark>/recipe.yaml)"
+    parser.add_argument("--lr", type=float, help=f"learning rate (default: {defaults['lr']}{recipe})")
+    parser.add_argument("--epochs", type=int, help=f"maximum epochs (default: {defaults['epochs']}{recipe})")
+    parser.add_argument("--patience", type=int,
+                        help=f"early-stopping patience in epochs (default: {defaults['patience']}{recipe})")
+    parser.add_argument("--batch-size", type=int, help=f"examples per batch (default: {defaults['batch_size']}{recipe})")
+    parser.add_argument("--pooling", choices=["cls", "mean"],
+                        help=f"sequence representation (default: {defaults['pooling']}{recipe})")
     parser.add_argument("--freeze", action="store_true", help="linear probe: train the head only")
     parser.add_argument("--max-train-examples", type=int,
                         help="cap on training examples (questions for SQuAD) (default: all)")
     parser.add_argument("--max-valid-examples", type=int, help="cap on validation examples (a fixed subset) (default: all)")
     parser.add_argument("--max-test-examples", type=int, help="cap on evaluation examples (a fixed subset) (default: all)")
-    parser.add_argument("--max-len", type=int, default=defaults["max_len"], help="tokens per example (per window for SQuAD)")
+    parser.add_argument("--max-len", type=int,
+                        help=f"tokens per example (per window for SQuAD) (default: {defaults['max_len']}{recipe})")
     parser.add_argument("--no-save-models", action="store_true",
                         help="do not keep the fine-tuned models (default: each checkpoint's model per task and seed, "
                              "chosen on the validation split, is saved next to the cell's result as "
@@ -35,13 +39,15 @@ def add_finetune_options(parser: argparse.ArgumentParser, out_default: str) -> N
     parser.add_argument("--quiet", action="store_true", help="no progress bar")
 
 
-def finetune_config(args: argparse.Namespace) -> FinetuneConfig:
+def finetune_config(args: argparse.Namespace, benchmark: str | None = None) -> FinetuneConfig:
+    """The fine-tuning settings: the command line's, over ``benchmark``'s recipe, over the defaults."""
     from pydantic import ValidationError
 
     from polymask.config import apply_override
     from polymask.schema import validation_messages
+    from polymask.tasks.spec import benchmark_recipe
 
-    raw: dict[str, Any] = {}
+    raw: dict[str, Any] = benchmark_recipe(benchmark) if benchmark else {}
     for flag, field in (("lr", "lr"), ("epochs", "epochs"), ("patience", "patience"), ("batch_size", "batch_size"),
                         ("pooling", "pooling"), ("max_train_examples", "max_train_examples"),
                         ("max_valid_examples", "max_valid_examples"), ("max_test_examples", "max_test_examples"),
@@ -72,8 +78,8 @@ def cmd_finetune(args: argparse.Namespace) -> int:
     from polymask.tasks.spec import load_task_spec
     from polymask.tasks.systems import checkpoint_system
 
-    config = finetune_config(args)
     spec = load_task_spec(args.task)
+    config = finetune_config(args, spec.benchmark)
     out = args.out or Path("runs") / f"finetune-{slug(spec.key)}"
     report = run_benchmark([checkpoint_system(args.checkpoint, config)], [args.task], args.seeds, out,
                            f"Fine-tuning on {spec.key}", args.data_dir, _settings(config, args), not args.quiet,
@@ -108,7 +114,7 @@ def cmd_benchmark(args: argparse.Namespace) -> int:
     from polymask.tasks.systems import checkpoint_system, reference_systems, untrained_system
 
     tasks = _benchmark_tasks(args.benchmark, args.tasks)
-    config = finetune_config(args)
+    config = finetune_config(args, args.benchmark)
     systems = [checkpoint_system(path, config) for path in args.checkpoint]
     if not args.no_references:
         systems.append(untrained_system(args.checkpoint[0], config))

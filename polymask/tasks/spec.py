@@ -6,7 +6,7 @@ A spec declares the data (files, columns), what is predicted (kind, labels), how
 from __future__ import annotations
 
 from pathlib import Path
-from typing import Literal
+from typing import Any, Literal
 
 import yaml
 from pydantic import Field, ValidationError, model_validator
@@ -15,6 +15,9 @@ from polymask.errors import ConfigError
 from polymask.registry import did_you_mean
 from polymask.resources import builtin_dir
 from polymask.schema import StrictModel
+
+#: A benchmark's fine-tuning recipe, beside its task specs.
+RECIPE_FILE = "recipe.yaml"
 
 TaskKind = Literal["binary", "multiclass", "regression", "span"]
 
@@ -111,5 +114,20 @@ def task_names(benchmark: str | None = None, default_only: bool = False) -> list
     """Keys of the built-in tasks, optionally of one benchmark (and only those it runs by default)."""
     root = builtin_dir("tasks")
     keys = sorted(f"{p.parent.name}/{p.stem}" for p in root.glob("*/*.yaml")
-                  if benchmark is None or p.parent.name == benchmark)
+                  if p.name != RECIPE_FILE and (benchmark is None or p.parent.name == benchmark))
     return [key for key in keys if not default_only or load_task_spec(key).in_default_benchmark]
+
+
+def benchmark_recipe(benchmark: str) -> dict[str, Any]:
+    """The fine-tuning settings ``tasks/<benchmark>/recipe.yaml`` declares (chosen on validation for that
+    benchmark), to stand where the command line is silent; {} when the benchmark has none."""
+    from polymask.tasks.options import FinetuneConfig
+
+    path = builtin_dir("tasks") / benchmark / RECIPE_FILE
+    if not path.is_file():
+        return {}
+    recipe = (yaml.safe_load(path.read_text()) or {}).get("finetune", {})
+    unknown = sorted(set(recipe) - set(FinetuneConfig.model_fields))
+    if unknown:
+        raise ConfigError(f"{path}: unknown fine-tuning settings {unknown}")
+    return dict(recipe)
