@@ -20,6 +20,7 @@ from polymask.errors import ConfigError, DataError
 from polymask.registry import UnknownNameError, did_you_mean
 from polymask.resources import builtin_config, builtin_config_names
 from polymask.schema import ComponentConfig, StrictModel, validation_messages
+from polymask.tracking import Backend
 
 SCIENTIFIC = re.compile(r"[-+]?(\d+\.?\d*|\.\d+)[eE][-+]?\d+")
 
@@ -121,8 +122,14 @@ class TrainConfig(StrictModel):
     compile: bool = Field(False, description="torch.compile the encoder")
     parallel: Literal["ddp", "fsdp"] = Field(
         "ddp", description="multi-process strategy under torchrun: DistributedDataParallel or FSDP2 (fully_shard)")
+    dist_timeout: float = Field(
+        600.0, gt=0, description="seconds a rank under torchrun waits for the others in a collective (gradient "
+                                 "all-reduce, barrier) before the run stops with one line naming the last checkpoint")
     threads: int | None = Field(None, ge=1, description="CPU threads for torch; null: torch's default")
     progress: bool = Field(True, description="show a progress bar")
+    report_to: list[Backend] = Field(
+        default_factory=list, description="experiment trackers that also get metrics.jsonl's numbers and the config "
+                                          "(tensorboard, wandb; each an extra: pip install 'polymask[wandb]')")
     collapse: CollapseConfig = Field(default_factory=CollapseConfig, description="the collapse alarm")
 
 

@@ -40,6 +40,10 @@ class RunBusy(PolymaskError):
     """A run folder another process is writing to."""
 
 
+class RankLost(PolymaskError):
+    """Another rank of a torchrun job stopped answering within ``train.dist_timeout``, or ended."""
+
+
 class TrainingDiverged(PolymaskError):
     """Training produced non-finite losses or gradients for several steps in a row."""
 

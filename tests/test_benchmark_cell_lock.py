@@ -12,6 +12,7 @@ from polymask.locks import acquire
 from polymask.modalities import MODALITIES
 from polymask.tasks.benchmark import run_cells
 from polymask.tasks.systems import System
+from polymask.tracking import TrackedRun
 
 TASK = "dna/ecoli_promoters"
 
@@ -19,7 +20,7 @@ TASK = "dna/ecoli_promoters"
 def counting_system(calls: list[int]) -> System:
     """A system whose cells only record their seed and return a fixed score."""
 
-    def run(task: Any, seed: int, model_dir: Path) -> dict[str, Any]:
+    def run(task: Any, seed: int, model_dir: Path, tracked: TrackedRun) -> dict[str, Any]:
         calls.append(seed)
         return {"task": TASK, "seed": seed, "metric": "mcc", "test": {"mcc": 0.5}, "split": "predefined",
                 "n_train": 1, "n_valid": 1, "n_test": 1, "skipped": 0, "truncated": 0}

@@ -27,6 +27,7 @@ from polymask.tasks.pretraining_report import pretraining_sections
 from polymask.tasks.report import write_report
 from polymask.tasks.spec import TaskSpec, load_task_spec
 from polymask.tasks.systems import System
+from polymask.tracking import TrackedRun
 from polymask.training.runtime import inner_progress, progress_bar
 
 
@@ -75,7 +76,9 @@ def _cell(system: System, task: Any, seed: int, out: Path, path: Path, wait: boo
             if path.is_file():  # finished by the process that held the lock
                 return json.loads(path.read_text())
             model_dir = path.with_suffix("")
-            cell = {"system": system.name, **system.run(task, seed, model_dir)}
+            tracked = TrackedRun(out, f"{system.name}/{task.spec.key}/seed-{seed}",
+                                 model_dir.relative_to(out / "cells"))  # events: tensorboard/<system>/<task>/seed-N
+            cell = {"system": system.name, **system.run(task, seed, model_dir, tracked)}
             if is_finetuned(model_dir):
                 cell["model_dir"] = str(model_dir.relative_to(out))
                 cell["model_bytes"] = folder_bytes(model_dir)

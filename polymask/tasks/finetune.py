@@ -26,6 +26,7 @@ from polymask.tasks.heads import TASK_HEADS, SequencePredictor, TaskHead
 from polymask.tasks.metrics import better, score
 from polymask.tasks.options import FinetuneConfig
 from polymask.tokenization import SpecialIds
+from polymask.tracking import Reporter
 from polymask.training.runtime import autocast, inner_progress_bar, precision_used, resolve_device
 
 
@@ -70,10 +71,12 @@ class Fitted:
 
 
 def fit(model: nn.Module, config: FinetuneConfig, batches: Callable[[int], list[Any]],
-        loss_of: Callable[[Any], Tensor], validate: Callable[[], dict[str, float]], metric: str) -> Fitted:
+        loss_of: Callable[[Any], Tensor], validate: Callable[[], dict[str, float]], metric: str,
+        reporter: Reporter | None = None) -> Fitted:
     """AdamW with linear warm-up and decay over ``config.epochs`` epochs of ``batches(epoch)``; ``validate``
     after each epoch; stops after ``config.patience`` epochs without improving ``metric`` and restores the
-    best epoch's weights. Progress (epoch, step, validation metric) shows under a benchmark's bar."""
+    best epoch's weights. Progress (epoch, step, validation metric) shows under a benchmark's bar; each epoch's
+    mean training loss and validation metrics go to ``reporter`` (step: the epoch, from 1)."""
     parameters = [p for p in model.parameters() if p.requires_grad]
     optimizer = torch.optim.AdamW(parameters, lr=config.lr, weight_decay=config.weight_decay)
     total_steps = config.epochs * len(batches(0))
@@ -84,8 +87,10 @@ def fit(model: nn.Module, config: FinetuneConfig, batches: Callable[[int], list[
     best_value, best_state, best_epoch, best_valid, stale = None, None, -1, {}, 0
     for epoch in range(config.epochs):
         bar.set_description(f"epoch {epoch + 1}/{config.epochs}")
-        for batch in batches(epoch):
+        epoch_batches, loss_sum = batches(epoch), 0.0
+        for batch in epoch_batches:
             loss = loss_of(batch)
+            loss_sum += loss.detach()  # a tensor: no device sync per step
             loss.backward()
             torch.nn.utils.clip_grad_norm_(parameters, 1.0)
             optimizer.step()
@@ -93,6 +98,9 @@ def fit(model: nn.Module, config: FinetuneConfig, batches: Callable[[int], list[
             optimizer.zero_grad(set_to_none=True)
             bar.update(1)
         valid_metrics = validate()
+        if reporter is not None:
+            reporter.log({"train_loss": float(loss_sum) / max(1, len(epoch_batches)),
+                          **{f"valid_{name}": value for name, value in valid_metrics.items()}}, epoch + 1)
         if better(metric, valid_metrics[metric], best_value):
             best_value, best_epoch, best_valid, stale = valid_metrics[metric], epoch, valid_metrics, 0
             best_state = copy.deepcopy(model.state_dict())
@@ -108,9 +116,10 @@ def fit(model: nn.Module, config: FinetuneConfig, batches: Callable[[int], list[
 
 
 def finetune(task: TaskData, encoder: Encoder, tokenizer: Tokenizer, modality: Modality, config: FinetuneConfig,
-             seed: int, save_to: SaveTarget | None = None) -> dict[str, Any]:
+             seed: int, save_to: SaveTarget | None = None, reporter: Reporter | None = None) -> dict[str, Any]:
     """Fine-tune ``encoder`` on ``task``; returns metrics at the best validation epoch and counts. With
-    ``save_to``, the model of the best validation epoch is saved there (``polymask.load_model`` opens it)."""
+    ``save_to``, the model of the best validation epoch is saved there (``polymask.load_model`` opens it);
+    ``reporter`` gets each epoch's training loss and validation metrics."""
     started = time.perf_counter()
     torch.manual_seed(seed)
     device = resolve_device(config.device)
@@ -139,7 +148,7 @@ def finetune(task: TaskData, encoder: Encoder, tokenizer: Tokenizer, modality: M
         return score(metric_names, split.labels,
                      _predict(model, head, split, config.batch_size, pad, device, config.precision))
 
-    fitted = fit(model, config, sampler.epoch, loss_of, lambda: evaluate(valid), spec.metric)
+    fitted = fit(model, config, sampler.epoch, loss_of, lambda: evaluate(valid), spec.metric, reporter)
     test_metrics = evaluate(test)
     for name, split in task.extra_tests.items():
         extra = encode_split(subset(split, config.max_test_examples, fixed), modality, tokenizer, config.max_len)

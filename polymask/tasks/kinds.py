@@ -20,15 +20,18 @@ from polymask.tasks.finetune import FinetuneConfig, finetune
 from polymask.tasks.span_finetune import finetune_span
 from polymask.tasks.spec import TaskSpec
 from polymask.tasks.squad import load_squad
+from polymask.tracking import Reporter
 
 
 @dataclass(frozen=True)
 class KindRunner:
     """``load(spec, modality, data_dir)`` -> task data; ``finetune(data, encoder, tokenizer, modality, config, seed,
-    save_to)`` -> a result dict with ``valid`` and ``test`` metrics (the chosen model saved to ``save_to`` if given)."""
+    save_to, reporter)`` -> a result dict with ``valid`` and ``test`` metrics (the chosen model saved to ``save_to``
+    if given; each epoch's loss and validation metrics sent to ``reporter``)."""
 
     load: Callable[[TaskSpec, Modality, Path | None], Any]
-    finetune: Callable[[Any, Encoder, Tokenizer, Modality, FinetuneConfig, int, SaveTarget | None], dict[str, Any]]
+    finetune: Callable[[Any, Encoder, Tokenizer, Modality, FinetuneConfig, int, SaveTarget | None, Reporter],
+                       dict[str, Any]]
 
 
 _TABLE = KindRunner(load_task, finetune)

@@ -7,6 +7,7 @@ from typing import Literal
 from pydantic import Field
 
 from polymask.schema import StrictModel
+from polymask.tracking import Backend
 
 
 class SpanOptions(StrictModel):
@@ -41,3 +42,7 @@ class FinetuneConfig(StrictModel):
     save_model: bool = Field(
         True, description="keep the model chosen on the validation split of each pretrained checkpoint's cell (a folder "
                           "next to the cell's result; reference rows keep none)")
+    report_to: list[Backend] = Field(
+        default_factory=list, description="experiment trackers that get each fine-tuning cell's per-epoch train loss "
+                                          "and validation metrics (tensorboard, wandb), one run per system/task/seed "
+                                          "in the benchmark's folder; each an extra: pip install 'polymask[wandb]'")

@@ -25,6 +25,7 @@ from polymask.tasks.span import (QAExample, SpanFeatures, SpanPredictor, allowed
 from polymask.tasks.squad import SquadTask
 from polymask.tasks.squad_eval import best_threshold
 from polymask.tokenization import SpecialIds
+from polymask.tracking import Reporter
 from polymask.training.runtime import autocast, precision_used, resolve_device
 
 Forward = Callable[[SpanFeatures, np.ndarray], tuple[Tensor, Tensor]]
@@ -62,9 +63,10 @@ def predict_answers(model: torch.nn.Module, forward: Forward, features: SpanFeat
 
 
 def finetune_span(task: SquadTask, encoder: Encoder, tokenizer: Tokenizer, modality: Modality,
-                  config: FinetuneConfig, seed: int, save_to: SaveTarget | None = None) -> dict[str, Any]:
+                  config: FinetuneConfig, seed: int, save_to: SaveTarget | None = None,
+                  reporter: Reporter | None = None) -> dict[str, Any]:
     """Fine-tune ``encoder`` with a span head on ``task``; SQuAD metrics of the best validation epoch (and,
-    with ``save_to``, the model of that epoch saved there)."""
+    with ``save_to``, the model of that epoch saved there); ``reporter`` gets each epoch's loss and metrics."""
     started = time.perf_counter()
     torch.manual_seed(seed)
     device = resolve_device(config.device)
@@ -92,7 +94,7 @@ def finetune_span(task: SquadTask, encoder: Encoder, tokenizer: Tokenizer, modal
         predictions = predict_answers(model, forward, features, examples, config, task.version_2)
         return score(metric_names, task.golds(examples), predictions), predictions
 
-    fitted = fit(model, config, sampler.epoch, loss_of, lambda: evaluate(valid, valid_f)[0], spec.metric)
+    fitted = fit(model, config, sampler.epoch, loss_of, lambda: evaluate(valid, valid_f)[0], spec.metric, reporter)
     test_metrics, predictions = evaluate(test, test_f)
     if save_to is not None:
         save_finetuned(save_to.folder, model, tokenizer, finetuned_meta(

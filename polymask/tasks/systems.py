@@ -29,10 +29,11 @@ from polymask.tasks.data import TaskData, with_train_cap
 from polymask.tasks.finetune import FinetuneConfig
 from polymask.tasks.kinds import KINDS
 from polymask.tasks.metrics import score
+from polymask.tracking import TrackedRun, open_reporter, require
 from polymask.training.checkpoint import CHECKPOINT_NAME, MANIFEST, LoadedCheckpoint, load_checkpoint
 
-#: (task data of any kind, seed, folder for the fine-tuned model) -> result dict.
-RunCell = Callable[[Any, int, Path], dict[str, Any]]
+#: (task data of any kind, seed, folder for the fine-tuned model, the cell's name and folder for trackers) -> result.
+RunCell = Callable[[Any, int, Path, TrackedRun], dict[str, Any]]
 
 
 @dataclass
@@ -63,15 +64,23 @@ REFERENCE_MODULES = {"moleculenet": "polymask.tasks.moleculenet", "glue": "polym
 
 def _finetuned(encoder_factory: Callable[[int], Encoder], checkpoint: LoadedCheckpoint, modality: Modality,
                config: FinetuneConfig, keeps_models: bool) -> RunCell:
-    """Fine-tuning cells; with ``keeps_models`` (and ``config.save_model``) each saves its chosen model."""
+    """Fine-tuning cells; with ``keeps_models`` (and ``config.save_model``) each saves its chosen model, and each
+    reports to ``config.report_to``'s trackers."""
+    require(config.report_to, "report_to")  # a missing package fails before any cell runs
     objective = build_run_config(checkpoint.config).objective.name
     step = json.loads((checkpoint.folder / MANIFEST).read_text()).get("step")
 
-    def run(task: Any, seed: int, model_dir: Path) -> dict[str, Any]:
+    def run(task: Any, seed: int, model_dir: Path, tracked: TrackedRun) -> dict[str, Any]:
         target = SaveTarget(model_dir, str(checkpoint.folder.resolve()), objective, step) \
             if keeps_models and config.save_model else None
-        return KINDS[task.spec.kind].finetune(task, encoder_factory(seed), checkpoint.tokenizer, modality, config,
-                                              seed, target)
+        reporter = open_reporter(config.report_to, tracked, {"task": task.spec.key, "seed": seed,
+                                                             "checkpoint": str(checkpoint.folder),
+                                                             "finetune": config.model_dump(mode="json")})
+        try:
+            return KINDS[task.spec.kind].finetune(task, encoder_factory(seed), checkpoint.tokenizer, modality, config,
+                                                  seed, target, reporter)
+        finally:
+            reporter.close()
 
     return run
 
@@ -120,7 +129,7 @@ def reference_result(task: TaskData, seed: int, predictions: dict[str, np.ndarra
 
 def _capped(run: Callable[[Any, int], dict[str, Any]], max_train_examples: int | None) -> RunCell:
     """A reference baseline as a benchmark row: the capped training subset; no model folder is written."""
-    return lambda task, seed, model_dir: run(with_train_cap(task, max_train_examples, seed), seed)
+    return lambda task, seed, model_dir, tracked: run(with_train_cap(task, max_train_examples, seed), seed)
 
 
 def reference_systems(benchmark: str, modality: Modality, max_train_examples: int | None = None) -> list[System]:

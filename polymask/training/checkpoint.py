@@ -111,6 +111,11 @@ def optimizer_state_from(tensors: dict[str, torch.Tensor], meta: dict[str, Any])
     return {"state": state, "param_groups": meta["param_groups"]}
 
 
+def checkpoint_folder(run_dir: Path, step: int) -> Path:
+    """Where ``save_checkpoint`` puts step ``step`` of the run in ``run_dir``."""
+    return run_dir / "checkpoints" / f"step-{step:06d}"
+
+
 def save_checkpoint(run_dir: Path, step: int, weights: dict[str, torch.Tensor], optimizer_state: dict[str, Any],
                     trainer_state: dict[str, Any], rng_tensors: dict[str, torch.Tensor], config: dict[str, Any],
                     encoder: Encoder, tokenizer: Tokenizer, keep: int) -> Path:
@@ -122,9 +127,9 @@ def save_checkpoint(run_dir: Path, step: int, weights: dict[str, torch.Tensor], 
     if nonfinite:
         raise TrainingDiverged(f"step {step}: non-finite values in {nonfinite}; checkpoint not written "
                                f"(checkpoints/{LATEST} still names the last finite one)")
-    root = run_dir / "checkpoints"
+    final = checkpoint_folder(run_dir, step)
+    root = final.parent
     root.mkdir(parents=True, exist_ok=True)
-    final = root / f"step-{step:06d}"
     tmp = root / f".tmp-{final.name}"
     shutil.rmtree(tmp, ignore_errors=True)
     tmp.mkdir()

@@ -5,9 +5,14 @@ Every rank walks the same deterministic stream of micro-batches; at each optimis
 micro-batches r, r + W, ... and reads only those records. Masking is seeded by the global
 micro-batch index, so W processes with ``grad_accum`` = a compute exactly what one process with
 ``grad_accum`` = W x a computes. Only rank 0 writes checkpoints, metrics and the summary.
+
+A collective that waits longer than ``train.dist_timeout`` for another rank, or whose peer has ended,
+raises; ``peer_failure`` tells the trainer so. Under ``torchrun --max-restarts N`` each start of the worker
+group meets in a namespace of its own in torchrun's store (``_attempt_store``).
 """
 from __future__ import annotations
 
+import datetime
 import os
 from dataclasses import dataclass
 from typing import Sequence, TypeVar
@@ -52,8 +57,9 @@ class DistributedContext:
         return [(index, micro_batches[index]) for index in range(self.rank, grad_accum * self.world_size, self.world_size)]
 
 
-def init_distributed(device_name: str) -> DistributedContext:
-    """Join the process group torchrun describes in the environment (no-op for a single process)."""
+def init_distributed(device_name: str, timeout_s: float) -> DistributedContext:
+    """Join the process group torchrun describes in the environment (no-op for a single process); a collective
+    that waits longer than ``timeout_s`` for another rank raises (see ``peer_failure``)."""
     world_size = int(os.environ.get("WORLD_SIZE", "1"))
     if world_size == 1:
         return DistributedContext()
@@ -62,8 +68,32 @@ def init_distributed(device_name: str) -> DistributedContext:
     if use_cuda:
         torch.cuda.set_device(local_rank)
     if not dist.is_initialized():
-        dist.init_process_group(backend="nccl" if use_cuda else "gloo")
+        timeout = datetime.timedelta(seconds=timeout_s)
+        dist.init_process_group(backend="nccl" if use_cuda else "gloo", timeout=timeout, store=_attempt_store(timeout),
+                                rank=rank, world_size=world_size)
     return DistributedContext(rank, world_size, local_rank)
+
+
+def _attempt_store(timeout: datetime.timedelta) -> dist.Store | None:
+    """torchrun's own store, with a key prefix per start of the worker group (None: let ``env://`` connect).
+
+    torchrun keeps that store across the restarts ``--max-restarts`` allows, and a restarted group that read
+    the addresses its dead predecessor left there could not connect (pytorch issue 135712); on one node every
+    worker sees the same ``TORCHELASTIC_RESTART_COUNT``."""
+    if os.environ.get("TORCHELASTIC_USE_AGENT_STORE") != "True":
+        return None
+    store = dist.TCPStore(os.environ["MASTER_ADDR"], int(os.environ["MASTER_PORT"]), is_master=False, timeout=timeout)
+    return dist.PrefixStore(f"polymask/attempt-{os.environ.get('TORCHELASTIC_RESTART_COUNT', '0')}", store)
+
+
+#: What gloo's errors (plain RuntimeErrors) say when a peer stopped answering or ended.
+_PEER_FAILURES = ("Timed out", "pair closure", "Connection closed by peer", "Connection reset by peer")
+
+
+def peer_failure(exc: BaseException) -> bool:
+    """Whether ``exc`` is a collective that failed because another rank stopped answering or ended."""
+    return isinstance(exc, dist.DistError) or (isinstance(exc, RuntimeError)
+                                               and any(words in str(exc) for words in _PEER_FAILURES))
 
 
 def wrap_model(model: nn.Module, context: DistributedContext, device: torch.device, strategy: str) -> nn.Module:

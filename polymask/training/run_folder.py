@@ -13,8 +13,9 @@ from polymask.errors import OutputError
 
 #: What a new run does with a folder that holds one: refuse, resume it, or remove it first.
 Existing = Literal["refuse", "resume", "overwrite"]
-#: The files a run writes (anything else in the folder, e.g. a plan or the user's notes, is left alone).
-RUN_FILES = ("checkpoints", "metrics.jsonl", "summary.json", "skipped_records.jsonl")
+#: The files a run writes, its trackers' logs included (anything else in the folder, e.g. a plan or the user's
+#: notes, is left alone).
+RUN_FILES = ("checkpoints", "metrics.jsonl", "summary.json", "skipped_records.jsonl", "tensorboard", "wandb")
 
 
 def held_run(run_dir: Path) -> list[str]:

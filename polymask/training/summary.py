@@ -6,6 +6,7 @@ from typing import TYPE_CHECKING, Any
 
 from polymask.data.corpus import copy_skipped
 from polymask.jsonio import append_jsonl, dumps, read_jsonl, write_json, write_text
+from polymask.tracking import Reporter, Reporters
 from polymask.training.runtime import precision_used
 
 if TYPE_CHECKING:
@@ -13,13 +14,16 @@ if TYPE_CHECKING:
 
 
 class MetricsLog:
-    """Appends one JSON object per line to ``metrics.jsonl``."""
+    """Appends one JSON object per line to ``metrics.jsonl``, and sends its numbers to ``reporter`` (the run's
+    experiment trackers, see ``polymask.tracking``)."""
 
     def __init__(self, path: Path) -> None:
         self.path = path
+        self.reporter: Reporter = Reporters()
 
     def write(self, record: dict[str, Any]) -> None:
         append_jsonl(self.path, record)
+        self.reporter.log(record, record["step"])
 
     def truncate_after(self, step: int) -> None:
         """Drop lines logged after ``step`` (a resumed run writes them again), and any torn line."""

@@ -7,7 +7,8 @@ runs this same loop on its share of each step's micro-batches (see ``training.di
 
 Faults: a run holds a lock on its folder (``locks``); a step with a non-finite loss or gradient is
 skipped and counted, ``train.max_nonfinite_steps`` in a row stop the run; SIGINT/SIGTERM finish
-the step, save, and write the summary marked interrupted (``training.signals``).
+the step, save, and write the summary marked interrupted (``training.signals``); under torchrun, a rank
+that another leaves waiting ``train.dist_timeout`` seconds, or that loses its peer, stops in one line.
 """
 from __future__ import annotations
 
@@ -15,9 +16,10 @@ import math
 import random
 import signal
 import time
+from contextlib import contextmanager
 from dataclasses import asdict, dataclass
 from pathlib import Path
-from typing import Any
+from typing import Any, Iterator
 
 import torch
 from datasets import Dataset
@@ -29,16 +31,18 @@ from polymask.data.batching import Batch, BatchSampler, collate
 from polymask.data.corpus import CorpusReport, prepare_corpus
 from polymask.data.streaming import StreamingBatches
 from polymask.data.streams import IndexedBatches, MicroBatch, StreamPosition
-from polymask.errors import CheckpointError, ConfigError, RunInterrupted, TrainingDiverged
+from polymask.errors import CheckpointError, ConfigError, RankLost, RunInterrupted, TrainingDiverged
 from polymask.jsonio import make_dir
 from polymask.locks import FolderLock, lock_run_folder
 from polymask.model.encoder import Encoder
 from polymask.modalities import build_modality
 from polymask.objectives import OBJECTIVES
 from polymask.tokenization import SpecialIds
-from polymask.training.checkpoint import load_checkpoint, optimizer_state_from, save_checkpoint
+from polymask.tracking import TrackedRun, open_reporter, require
+from polymask.training.checkpoint import (checkpoint_folder, load_checkpoint, optimizer_state_from, resolve_checkpoint,
+                                         save_checkpoint)
 from polymask.training.collapse import CollapseMonitor, FinalStates, unigram_accuracy
-from polymask.training.distributed import init_distributed, wrap_model
+from polymask.training.distributed import init_distributed, peer_failure, wrap_model
 from polymask.training.memory import ResourceTrace
 from polymask.training.run_folder import Existing, claim_run_folder, finished_summary, resume_point
 from polymask.training.runtime import (autocast, progress_bar, resolve_device, restore_rng, rng_tensors, step_generator,
@@ -72,7 +76,8 @@ class Trainer:
                  tokenizer: Tokenizer | None = None, existing: Existing = "refuse") -> None:
         self.config = config
         train_config = config.train
-        self.dist = init_distributed(train_config.device)
+        self.dist = init_distributed(train_config.device, train_config.dist_timeout)
+        require(train_config.report_to, "train.report_to")  # a missing package fails now, before the corpus is read
         self.run_dir = run_dir or config.out_dir()
         self.run_lock: FolderLock | None = None
         if self.dist.is_main:
@@ -247,17 +252,17 @@ class Trainer:
 
     # -- checkpoints --------------------------------------------------------------------------------
     def save(self) -> Path | None:
-        """Checkpoint the current step (atomically; rank 0 writes, see ``training.checkpoint``)."""
+        """Checkpoint the current step (atomically; rank 0 writes, every rank then knows the folder)."""
         weights, optimizer_state = get_state_dict(self.model, self.optimizer, options=FULL_STATE)
         if self.dist.is_main:
-            self.last_checkpoint = save_checkpoint(
+            save_checkpoint(
                 self.run_dir, self.state.step, weights, optimizer_state,
                 {"state": asdict(self.state), "python_rng": list(random.getstate()),
                  "collapse_alarms": self.collapse.alarms if self.collapse is not None else []},
                 rng_tensors(), self.config.model_dump(mode="json"), self.encoder, self.tokenizer,
                 self.config.train.keep_checkpoints)
         self.dist.barrier()
-        self.last_saved_step = self.state.step
+        self.last_checkpoint, self.last_saved_step = checkpoint_folder(self.run_dir, self.state.step), self.state.step
         return self.last_checkpoint
 
     def restore(self, path: Path) -> None:
@@ -295,13 +300,31 @@ class Trainer:
 
         SIGINT/SIGTERM: the step finishes, a checkpoint is saved, the summary is written marked
         ``interrupted`` and ``RunInterrupted`` is raised. ``train.max_nonfinite_steps`` skipped steps
-        in a row: the summary is marked ``diverged`` and ``TrainingDiverged`` raised. The run folder
-        is released whatever happens."""
+        in a row: the summary is marked ``diverged`` and ``TrainingDiverged`` raised. Another rank that
+        stops answering within ``train.dist_timeout``, or ends: ``RankLost``. The run folder is released
+        whatever happens."""
         try:
-            with StopRequests() as stop:
+            with StopRequests() as stop, self._reporting():
                 return self._fit(stop)
+        except RuntimeError as exc:
+            if not (self.dist.enabled and peer_failure(exc)):
+                raise
+            raise RankLost(self._lost_rank_message(exc)) from None
         finally:
             self.close()
+
+    @contextmanager
+    def _reporting(self) -> Iterator[None]:
+        """Send metrics.jsonl's records to ``train.report_to``'s trackers too (rank 0 writes both)."""
+        if not (self.dist.is_main and self.config.train.report_to):
+            yield
+            return
+        self.metrics.reporter = open_reporter(self.config.train.report_to, TrackedRun(self.run_dir, self.run_dir.name),
+                                              self.config.model_dump(mode="json"), self.state.step)
+        try:
+            yield
+        finally:
+            self.metrics.reporter.close()
 
     def _fit(self, stop: StopRequests) -> dict[str, Any]:
         config = self.config.train
@@ -360,6 +383,15 @@ class Trainer:
         summary = self._write_summary(last_eval, started, "completed")
         self.dist.barrier()
         return summary
+
+    def _lost_rank_message(self, exc: RuntimeError) -> str:
+        """One line for a collective that failed: the timeout, gloo's reason, the checkpoint on disk (which only
+        rank 0 writes, so every rank reads ``latest.json``) and how to continue."""
+        cause = str(exc).splitlines()[0].rpartition("] ")[2]  # gloo's message without its source location
+        saved = resolve_checkpoint(self.run_dir) if resume_point(self.run_dir) else "none written"
+        return (f"rank {self.dist.rank}: lost contact with another rank after step {self.state.step} (no answer "
+                f"within train.dist_timeout = {self.config.train.dist_timeout:g} s, or it ended: {cause}); last "
+                f"finished checkpoint: {saved}; continue with: polymask train --resume {self.run_dir}")
 
     def _stop_requested(self, stop: StopRequests) -> bool:
         """Whether a stop signal arrived, agreed on by every rank so that all stop at the same step."""
