@@ -2,7 +2,8 @@
 
     python benchmarks/welch_table.py RUN/results.json --baseline "mlm-seed0 (mlm)" --split valid
 
-Prints a Markdown table: per task, mean ± std (sample std, ddof 1) over the fine-tuning seeds; per metric, the
+Prints a Markdown table: per task, mean ± std over the fine-tuning seeds (ddof 0, as
+the benchmark and compare reports give it); per metric, the
 mean over its tasks per seed (mean ± std of those per-seed means); and Welch's t-test of those per-seed means
 against the baseline row's (``polymask.tasks.significance.welch_verdict``). Only tasks every row finished are
 used, and the table says which were left out.
@@ -29,7 +30,7 @@ def _scores(results: dict, split: str) -> dict[str, dict[str, dict[int, float]]]
 
 
 def _mean_std(values: list[float]) -> str:
-    return f"{np.mean(values):.3f} ± {np.std(values, ddof=1) if len(values) > 1 else 0:.3f}"
+    return f"{np.mean(values):.3f} ± {np.std(values):.3f}"
 
 
 def welch_table(results: dict, baseline: str, split: str) -> str:

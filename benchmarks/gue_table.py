@@ -1,0 +1,96 @@
+"""polymask's DNA benchmark rows beside the published GUE rows (MCC x 100), with the gap to DNABERT-2 per task.
+
+    python benchmarks/gue_table.py runs/benchmark-dna-gue/results.json \
+        --published docs/results/dna-gue/published.csv --out docs/results/dna-gue/gue
+
+writes ``gue.md`` (the table) and ``gue.png`` (test MCC per task, one bar per row). polymask rows are
+mean ± std (ddof 0, as the benchmark reports) over the fine-tuning seeds of the test MCC; only tasks that every polymask row finished
+and that the published table has are shown.
+"""
+from __future__ import annotations
+
+import argparse
+import csv
+import json
+from collections import defaultdict
+from pathlib import Path
+
+import numpy as np
+
+REFERENCE = "DNABERT-2 (117M)"
+
+
+def _ours(results: dict) -> dict[str, dict[str, list[float]]]:
+    """system -> task name -> test MCC x 100 per seed."""
+    scores: dict[str, dict[str, list[float]]] = defaultdict(lambda: defaultdict(list))
+    for cell in sorted(results["cells"], key=lambda cell: cell["seed"]):
+        scores[cell["system"]][cell["task"].split("/")[-1]].append(100 * cell["test"]["mcc"])
+    return scores
+
+
+def gue_table(results: dict, published: dict[str, dict[str, float]]) -> tuple[str, list[str], dict[str, list[float]]]:
+    """(the Markdown table, its tasks, each row's per-task means for the plot)."""
+    ours = _ours(results)
+    seeds = len(results["seeds"])
+    tasks = [task.split("/")[-1] for task in results["task_order"]]
+    tasks = [t for t in tasks if all(len(ours[s][t]) == seeds for s in results["systems"])
+             and all(t in row for row in published.values())]
+    header = ["row", *tasks, "mean"]
+    lines = ["| " + " | ".join(header) + " |", "|---|" + "---:|" * (len(header) - 1)]
+    means: dict[str, list[float]] = {}
+    for system in results["systems"]:
+        per_task = [ours[system][t] for t in tasks]
+        per_seed_mean = np.mean(per_task, axis=0)
+        means[system] = [float(np.mean(values)) for values in per_task]
+        cells = [f"{np.mean(v):.1f} ± {np.std(v):.1f}" for v in per_task]
+        lines.append(f"| {system} (polymask, {seeds} seeds) | " + " | ".join(cells)
+                     + f" | {np.mean(per_seed_mean):.1f} ± {np.std(per_seed_mean):.1f} |")
+    for name, row in published.items():
+        means[name] = [row[t] for t in tasks]
+        lines.append(f"| {name} (published) | " + " | ".join(f"{row[t]:.1f}" for t in tasks)
+                     + f" | {np.mean(means[name]):.1f} |")
+    reference = published[REFERENCE]
+    for system in results["systems"]:
+        gaps = [means[system][i] - reference[t] for i, t in enumerate(tasks)]
+        lines.append(f"| gap: {system} − {REFERENCE} | " + " | ".join(f"{g:+.1f}" for g in gaps)
+                     + f" | {np.mean(gaps):+.1f} |")
+    return "\n".join(lines), tasks, means
+
+
+def plot(path: Path, tasks: list[str], means: dict[str, list[float]]) -> None:
+    """Grouped bars: test MCC x 100 per task, one bar per row."""
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    figure, axis = plt.subplots(figsize=(1.6 * len(tasks) + 3, 4.5))
+    width = 0.8 / len(means)
+    for index, (name, values) in enumerate(means.items()):
+        axis.bar(np.arange(len(tasks)) + index * width - 0.4 + width / 2, values, width, label=name)
+    axis.set_xticks(np.arange(len(tasks)), tasks)
+    axis.set_ylabel("test MCC x 100")
+    axis.axhline(0, color="black", linewidth=0.5)
+    axis.legend(fontsize=7, loc="upper left", bbox_to_anchor=(1, 1))
+    figure.tight_layout()
+    figure.savefig(path, dpi=120)
+    plt.close(figure)
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser.add_argument("results", type=Path, help="results.json of `polymask benchmark dna`")
+    parser.add_argument("--published", type=Path, required=True, help="CSV: model, then one column per task")
+    parser.add_argument("--out", type=Path, required=True, help="path stem for the .md and .png")
+    args = parser.parse_args()
+    with open(args.published, newline="") as handle:
+        published = {row.pop("model"): {task: float(value) for task, value in row.items()}
+                     for row in csv.DictReader(handle)}
+    table, tasks, means = gue_table(json.loads(args.results.read_text()), published)
+    args.out.with_suffix(".md").write_text(table + "\n")
+    plot(args.out.with_suffix(".png"), tasks, means)
+    print(table)
+
+
+if __name__ == "__main__":
+    main()
