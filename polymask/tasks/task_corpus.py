@@ -28,31 +28,30 @@ def _load(key: str, data_dir: Path | None) -> Any:
     return KINDS[spec.kind].load(spec, default_modality(spec.modality), data_dir)
 
 
-def _held_out(benchmark: str, data_dir: Path | None) -> tuple[set[str], list[str]]:
-    """Every validation and test input of the benchmark's tasks on hand, and the tasks whose files are missing."""
-    held: set[str] = set()
+def _tasks_on_hand(benchmark: str, data_dir: Path | None) -> tuple[dict[str, Any], list[str]]:
+    """Every task of the benchmark whose files are found (key -> task data), and the keys of those missing."""
+    loaded: dict[str, Any] = {}
     missing: list[str] = []
     for key in task_names(benchmark):
         try:
-            task = _load(key, data_dir)
+            loaded[key] = _load(key, data_dir)
         except TaskFileMissing:
             missing.append(key)
-            continue
-        held.update(unique_inputs(task.valid) + unique_inputs(task.test))
-    return held, missing
+    return loaded, missing
 
 
 def write_task_corpus(benchmark: str, task_keys: Sequence[str], out: Path,
                       data_dir: Path | None = None) -> dict[str, Any]:
     """Write ``out/corpus.txt`` (one training input per line) and ``out/corpus.json``; returns the summary."""
-    held, missing = _held_out(benchmark, data_dir)
+    loaded, missing = _tasks_on_hand(benchmark, data_dir)
+    held = {text for task in loaded.values() for text in unique_inputs(task.valid) + unique_inputs(task.test)}
     absent = [key for key in task_keys if key in missing]
     if absent:
         raise ConfigError(f"task files not found for {', '.join(absent)}: give --data-dir (or $POLYMASK_DATA_DIR)")
     kept: dict[str, None] = {}
     per_task: dict[str, dict[str, int]] = {}
     for key in task_keys:
-        inputs = unique_inputs(_load(key, data_dir).train)
+        inputs = unique_inputs(loaded[key].train)
         new = [text for text in inputs if text not in held and text not in kept]
         kept.update(dict.fromkeys(new))
         per_task[key] = {"train_inputs": len(inputs), "held_out": sum(text in held for text in inputs),
@@ -61,7 +60,7 @@ def write_task_corpus(benchmark: str, task_keys: Sequence[str], out: Path,
     write_text(out / CORPUS_FILE, "".join(text + "\n" for text in kept))
     summary = {"benchmark": benchmark, "tasks": list(task_keys), "records": len(kept),
                "characters": sum(map(len, kept)), "per_task": per_task,
-               "held_out_inputs": len(held), "held_out_from": [k for k in task_names(benchmark) if k not in missing],
+               "held_out_inputs": len(held), "held_out_from": list(loaded),
                "tasks_not_on_hand": missing}
     write_json(out / SUMMARY_FILE, summary)
     return summary
