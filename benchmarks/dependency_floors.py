@@ -4,8 +4,9 @@
 
 Every ``name>=X`` of pyproject.toml is installed as ``name==X`` (``--pin`` replaces one, to look for the
 lowest version that passes) together with polymask, and ``floors_smoke.py`` runs there: pretraining,
-fine-tuning, AutoTokenizer on the built-in tokenizers, export and loading with transformers alone. A
-second environment holds only torch and that transformers (no polymask) and loads the exports too.
+fine-tuning, AutoTokenizer on the built-in tokenizers, export and loading with transformers alone (the
+fill-mask pipeline as docs/export.md shows it, without tokenizer=, included). A second environment holds
+only torch and that transformers (no polymask) and loads the exports too.
 torch is the exception: it stays at 2.13.0, whose CPU build lies on disk here (any other version pulls
 a multi-GB CUDA build), so its declared floor is reasoned, not tested. Writes a JSON report.
 """

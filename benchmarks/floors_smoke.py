@@ -3,12 +3,16 @@
 Pretrains tiny encoders for a few steps (SMILES MLM and ExLM, text MAE-LM, DNA MLM), fine-tunes one on
 ESOL, loads the built-in tokenizers with AutoTokenizer, exports every checkpoint and loads the exports
 with transformers alone (polymask blocked from import) in this environment and, with ``--hf-python``,
-in a second one where polymask is not installed. Prints one JSON object; exits 1 if a check fails.
+in a second one where polymask is not installed: AutoTokenizer, the Auto models, and the fill-mask
+pipeline both with ``tokenizer=`` and in docs/export.md's form (the folder alone). Prints one JSON
+object; exits 1 if a check fails.
 """
 from __future__ import annotations
 
 import argparse
 import json
+import os
+import subprocess
 import sys
 import traceback
 from pathlib import Path
@@ -18,6 +22,16 @@ REPO = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(REPO / "tests"))
 
 RUNS = [("smiles", "mlm"), ("smiles", "exlm"), ("text", "maelm"), ("dna", "mlm")]
+# docs/export.md's fill-mask: the folder alone, no tokenizer= (polymask blocked, as in hf_roundtrip)
+PLAIN_FILL_MASK = """
+import json, sys
+sys.modules["polymask"] = None
+from transformers import pipeline
+cases = json.loads(open(sys.argv[1]).read())
+print(json.dumps({case["name"]: [{"token": item["token_str"], "score": item["score"]} for item in
+                  pipeline("fill-mask", model=case["folder"], trust_remote_code=True)(case["fill"], top_k=3)]
+                  for case in cases}))
+"""
 
 
 def pretrain(work: Path) -> dict[str, Any]:
@@ -58,6 +72,18 @@ def builtin_tokenizers(work: Path) -> dict[str, Any]:
     return found
 
 
+def plain_fill_mask(cases: list[dict], work: Path, python: str) -> dict[str, list[dict]]:
+    """Top 3 of ``pipeline("fill-mask", model=folder, trust_remote_code=True)`` per case, in a fresh ``python``."""
+    path = work / "plain-fill-mask.json"
+    path.write_text(json.dumps(cases))
+    env = {**os.environ, "HF_HOME": str(work / "hf-home"), "HF_HUB_OFFLINE": "1", "PYTHONPATH": ""}
+    process = subprocess.run([python, "-c", PLAIN_FILL_MASK, str(path)], capture_output=True, text=True, env=env,
+                             cwd=work, timeout=900)
+    if process.returncode != 0:
+        raise AssertionError(f"pipeline('fill-mask') without tokenizer= failed:\n{process.stderr[-3000:]}")
+    return json.loads(process.stdout.strip().splitlines()[-1])
+
+
 def export_and_load(work: Path, python: str) -> dict[str, Any]:
     from hf_roundtrip import reference_case, run_blocked
 
@@ -69,10 +95,13 @@ def export_and_load(work: Path, python: str) -> dict[str, Any]:
         export_checkpoint(work / name, work / "hf" / name, overwrite=True)
         cases.append(reference_case(work / name, work / "hf" / name))
     loaded = run_blocked(cases, work, python)
+    plain = plain_fill_mask(cases, work, python)
     for name, result in loaded.items():
         assert result["same_ids"] and result["hidden_diff"] < 1e-4 and result["logits_diff"] < 1e-4, (name, result)
+        assert plain[name] == result["fill_mask"], (name, plain[name], result["fill_mask"])
     return {name: {"hidden_diff": r["hidden_diff"], "logits_diff": r["logits_diff"],
-                   "fill_mask_top": r["fill_mask"][0]["token"]} for name, r in loaded.items()}
+                   "fill_mask_top": r["fill_mask"][0]["token"], "fill_mask_plain_top": plain[name][0]["token"]}
+            for name, r in loaded.items()}
 
 
 def main() -> int:

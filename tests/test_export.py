@@ -75,6 +75,7 @@ def test_the_export_checks_itself_and_writes_a_model_card(loaded):
             assert "| steps | 10 of 10 |" in card and "validation masked-token accuracy | 0." in card
         config = json.loads((result.folder / "config.json").read_text())
         assert config["model_type"] == "polymask" and config["objective"] == objective
+        assert config["tokenizer_class"] == "PreTrainedTokenizerFast"  # what pipeline() needs in transformers 4.45
         assert sorted(p.name for p in result.folder.iterdir()) == [
             "README.md", "config.json", "configuration_polymask.py", "model.safetensors", "modeling_polymask.py",
             "tokenizer.json", "tokenizer_config.json"]
@@ -120,6 +121,18 @@ def test_a_fine_tuned_head_exports_with_regression_targets_in_original_units(loa
         got = model(**batch).logits
     assert torch.allclose(got, expected, atol=1e-5)
     assert model.config.id2label == {0: "logS", 1: "logP"} and model.config.problem_type == "regression"
+    assert model.config.tokenizer_class == "PreTrainedTokenizerFast"
+
+
+def test_the_fill_mask_pipeline_finds_the_tokenizer_from_the_folder_alone(loaded):
+    """docs/export.md's form, no tokenizer=: the same predictions as with the tokenizer given."""
+    from transformers import AutoTokenizer, pipeline
+
+    folder = str(loaded["exports"]["smiles-mlm-norm"].folder)
+    plain = pipeline("fill-mask", model=folder, trust_remote_code=True)
+    given = pipeline("fill-mask", model=folder, tokenizer=AutoTokenizer.from_pretrained(folder), trust_remote_code=True)
+    assert type(plain.tokenizer) is type(given.tokenizer) and plain.tokenizer.mask_token == "[MASK]"
+    assert plain("CC(=O)[MASK]c1ccccc1", top_k=3) == given("CC(=O)[MASK]c1ccccc1", top_k=3)
 
 
 def test_exlm_export_takes_2d_positions_like_the_expanded_pretraining_input(loaded):

@@ -2,9 +2,10 @@
 
 The folder holds ``config.json`` (``model_type: polymask`` with an ``auto_map``), the weights in
 ``model.safetensors``, the two remote-code files of ``hf_remote/`` (they import only torch and
-transformers; load with ``trust_remote_code=True``), the tokenizer (``PreTrainedTokenizerFast``) and
-a model card ``README.md``. It is written into a temporary folder, checked (the exported model's
-hidden states against polymask's encoder on records of the training corpus) and renamed into place.
+transformers; load with ``trust_remote_code=True``), the tokenizer (``PreTrainedTokenizerFast``, also
+named by ``config.json``'s ``tokenizer_class``) and a model card ``README.md``. It is written into a
+temporary folder, checked (the exported model's hidden states against polymask's encoder on records of
+the training corpus) and renamed into place.
 
 ``write_export`` is the one writer; a fine-tuned model exports through it with its fine-tuned encoder
 and ``sequence_head(...)`` (weights under ``classifier.*``, task fields in the config, loaded by
@@ -36,6 +37,9 @@ REMOTE_DIR = Path(__file__).parent / "hf_remote"
 REMOTE_FILES = ("configuration_polymask.py", "modeling_polymask.py")
 MLM_HEADS = ("mlm", "maelm", "exlm")  # objectives whose LM head the export carries (fill-mask)
 TOLERANCE = 1e-4
+# save_tokenizer's class, named in config.json too: transformers 4.45's pipeline() loads a tokenizer for a
+# remote-code config only when the config names its class
+TOKENIZER_CLASS = "PreTrainedTokenizerFast"
 
 
 @dataclass
@@ -124,6 +128,7 @@ def _write_model(folder: Path, config_fields: dict[str, Any], weights: dict[str,
     config = PolymaskConfig(**config_fields)
     config.architectures = architectures
     config.auto_map = _auto_map(masked_lm)
+    config.tokenizer_class = TOKENIZER_CLASS
     config.save_pretrained(str(folder))
     save_weights(weights, folder / "model.safetensors", metadata={"format": "pt"})
     for name in REMOTE_FILES:
