@@ -1,15 +1,16 @@
 """End to end on real DNA tasks: a tiny encoder pretrained on 16S fine-tuned on splice junctions, the k-mer
 logistic-regression reference, and `polymask finetune` / `polymask benchmark dna`."""
 import json
+import random
 
 import numpy as np
 import pytest
 
 from polymask.cli import main
-from polymask.modalities.dna import Dna
-from polymask.tasks.data import load_task
+from polymask.modalities.dna import Dna, DnaConfig
+from polymask.tasks.data import TaskSplit, load_task
 from polymask.tasks.dna import kmer_codes, kmer_logistic_regression, kmer_profiles
-from polymask.tasks.finetune import FinetuneConfig, finetune
+from polymask.tasks.finetune import FinetuneConfig, augmented_epochs, encode_split, finetune
 from polymask.tasks.spec import load_task_spec
 from polymask.training.checkpoint import load_checkpoint
 from polymask.training.trainer import train
@@ -82,3 +83,37 @@ def test_benchmark_dna_has_the_capped_references_and_reports_missing_tasks(tiny_
     assert "GUE/tf/0/train.csv' not found" in report["missing"]["dna/tf_0"]
     markdown = (out / "results.md").read_text()
     assert "ecoli_promoters mcc ↑" in markdown and "## Missing tasks (not run)" in markdown
+
+
+def test_dna_augmentation_draws_only_what_the_task_label_is_invariant_to():
+    sequence = "ACGTTGCAAGGCTTAN"
+    reverse = sequence.translate(str.maketrans("ACGTN", "TGCAN"))[::-1]
+    rng = random.Random(0)
+    assert {Dna().augmented().augment(sequence, rng) for _ in range(20)} == {sequence}  # a promoter: nothing to vary
+    shifted = {Dna().augmented(["shift"]).augment(sequence, rng) for _ in range(200)}
+    assert all(sequence.endswith(v) for v in shifted)
+    assert {len(sequence) - len(v) for v in shifted} == set(range(6))  # every frame of a 6-mer
+    strand_free = {Dna().augmented(["reverse_complement"]).augment(sequence, rng) for _ in range(200)}
+    assert all(len(v) == len(sequence) for v in strand_free)
+    assert all(sequence.endswith(v) or reverse.endswith(v) for v in strand_free)
+    assert any(reverse.endswith(v) for v in strand_free) and any(sequence.endswith(v) for v in strand_free)
+    assert Dna(DnaConfig(k=6, overlapping=True)).augmented(["shift"]).config.frame_shift is False  # no frame to shift
+    assert Dna(DnaConfig(augment=True)).augment(sequence, rng) in {sequence, reverse}  # pretraining's: strands only
+
+
+def test_augmented_finetuning_draws_new_variants_each_epoch_and_never_touches_evaluation(splice):
+    split = TaskSplit(splice.train.inputs[:50], splice.train.labels[:50])
+    modality = Dna()
+    tokenizer = modality.load_tokenizer()
+    epochs = augmented_epochs(split, modality, tokenizer, 64, seed=0, invariances=["reverse_complement", "shift"])
+    plain = encode_split(split, modality, tokenizer, 64).sequences
+    first, again, second = epochs(0).sequences, epochs(0).sequences, epochs(1).sequences
+    assert first == again and first != second and first != plain
+    assert augmented_epochs(split, modality, tokenizer, 64, 0, ["reverse_complement", "shift"])(1).sequences == second
+
+
+def test_augmented_finetuning_runs_end_to_end(tiny_checkpoint, splice):
+    checkpoint = load_checkpoint(tiny_checkpoint)
+    result = finetune(splice, checkpoint.build_encoder(), checkpoint.tokenizer, Dna(),
+                      FinetuneConfig(epochs=2, lr=2e-3, precision="fp32", augment=True, max_train_examples=300), seed=0)
+    assert result["n_train"] == 300 and result["n_test"] == 300 and result["test"]["mcc"] == result["test"]["mcc"]

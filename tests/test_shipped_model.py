@@ -1,5 +1,7 @@
 """The SMILES encoder that ships inside the package (docs/results/moleculenet-scale/): listed, loadable by
 name, within the size limit, and a working masked-LM whose predictions use the context."""
+import re
+
 import torch
 
 import polymask
@@ -10,10 +12,11 @@ NAME = "smiles-mlm-1.7m"
 MAX_BYTES = 16 * 2**20
 
 
-def test_it_is_listed_first_by_name_and_fits_the_size_limit(capsys):
+def test_it_is_listed_by_name_and_fits_the_size_limit(capsys):
     assert main(["models"]) == 0
     line = next(line for line in capsys.readouterr().out.splitlines() if line.startswith(NAME + "  "))
-    assert line.startswith(f"{NAME}  smiles  mlm  MOSES train") and "858.1K params" in line
+    assert re.split(r"\s{2,}", line)[:3] == [NAME, "smiles", "mlm"] and "MOSES train" in line
+    assert "858.1K params" in line
     assert sum(path.stat().st_size for path in (PACKAGE_DIR / "pretrained" / NAME).iterdir()) <= MAX_BYTES
 
 

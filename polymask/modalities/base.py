@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import random
 from pathlib import Path
-from typing import ClassVar, Iterable, Literal
+from typing import ClassVar, Collection, Iterable, Literal
 
 from pydantic import Field
 from tokenizers import Tokenizer
@@ -62,6 +62,11 @@ class Modality:
     def augment(self, text: str, rng: random.Random) -> str:
         """A random variant of a normalised record (identity by default)."""
         return text
+
+    def augmented(self, invariances: Collection[str] = ()) -> Modality:
+        """This modality with fine-tuning's augmentation on: the variants that keep any label, plus those a task
+        declares its labels ``invariances`` to (a task spec's ``invariant_to``)."""
+        return type(self)(self.config.model_copy(update={"augment": True}))
 
     def tokenizer_input(self, text: str) -> str:
         """The string handed to the tokenizer for a normalised record."""

@@ -4,7 +4,7 @@ from __future__ import annotations
 import itertools
 import random
 import re
-from typing import Iterable
+from typing import Collection, Iterable
 
 from pydantic import Field
 from tokenizers import Regex, Tokenizer, decoders, models, pre_tokenizers
@@ -25,7 +25,11 @@ class DnaConfig(ModalityConfig):
     name: str = "dna"
     k: int = Field(6, ge=1, le=8, description="k-mer length")
     overlapping: bool = Field(False, description="overlapping k-mers (stride 1, DNABERT); masking then spans k tokens")
-    augment: bool = Field(False, description="reverse-complement each window with probability 0.5 when drawn")
+    augment: bool = Field(False, description="augment each window when drawn (reverse_complement, frame_shift)")
+    reverse_complement: bool = Field(True, description="with augment: reverse-complement with probability 0.5")
+    frame_shift: bool = Field(
+        False, description="with augment and non-overlapping k-mers: also drop 0 to k-1 leading bases at random, so "
+                           "every k-mer reading frame of a motif is seen")
 
 
 @MODALITIES.register("dna")
@@ -53,9 +57,21 @@ class Dna(Modality):
         return sequence
 
     def augment(self, text: str, rng: random.Random) -> str:
-        if self.config.augment and rng.random() < 0.5:
-            return text.translate(COMPLEMENT)[::-1]
+        if not self.config.augment:
+            return text
+        if self.config.reverse_complement and rng.random() < 0.5:
+            text = text.translate(COMPLEMENT)[::-1]
+        if self.config.frame_shift and not self.config.overlapping:
+            text = text[rng.randrange(min(self.config.k, len(text))):]
         return text
+
+    def augmented(self, invariances: Collection[str] = ()) -> Dna:
+        """The reverse complement for a ``reverse_complement``-invariant label, reading-frame shifts (non-overlapping
+        k-mers) for a ``shift``-invariant one: a TF-binding window has both; a promoter aligned on its
+        transcription start has neither (its label has a direction and a position)."""
+        return Dna(self.config.model_copy(update={
+            "augment": True, "reverse_complement": "reverse_complement" in invariances,
+            "frame_shift": "shift" in invariances and self.config.k > 1 and not self.config.overlapping}))
 
     def tokenizer_input(self, text: str) -> str:
         if not self.config.overlapping:

@@ -24,6 +24,9 @@ def add_finetune_options(parser: argparse.ArgumentParser, out_default: str) -> N
     parser.add_argument("--pooling", choices=["cls", "mean"],
                         help=f"sequence representation (default: {defaults['pooling']}{recipe})")
     parser.add_argument("--freeze", action="store_true", help="linear probe: train the head only")
+    parser.add_argument("--augment", action=argparse.BooleanOptionalAction,
+                        help="draw training examples anew each epoch as the task's labels allow (its spec's "
+                             f"invariant_to: DNA strand, reading frame) (default: {defaults['augment']}{recipe})")
     parser.add_argument("--max-train-examples", type=int,
                         help="cap on training examples (questions for SQuAD) (default: all)")
     parser.add_argument("--max-valid-examples", type=int, help="cap on validation examples (a fixed subset) (default: all)")
@@ -51,7 +54,7 @@ def finetune_config(args: argparse.Namespace, benchmark: str | None = None) -> F
     for flag, field in (("lr", "lr"), ("epochs", "epochs"), ("patience", "patience"), ("batch_size", "batch_size"),
                         ("pooling", "pooling"), ("max_train_examples", "max_train_examples"),
                         ("max_valid_examples", "max_valid_examples"), ("max_test_examples", "max_test_examples"),
-                        ("max_len", "max_len")):
+                        ("max_len", "max_len"), ("augment", "augment")):
         if getattr(args, flag) is not None:
             raw[field] = getattr(args, flag)
     if args.freeze:

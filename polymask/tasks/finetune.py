@@ -7,9 +7,10 @@ linear head is added; training stops when the validation metric has not improved
 from __future__ import annotations
 
 import copy
+import random
 import time
 from dataclasses import dataclass
-from typing import Any, Callable
+from typing import Any, Callable, Collection
 
 import numpy as np
 import torch
@@ -50,6 +51,24 @@ def encode_split(split: TaskSplit, modality: Modality, tokenizer: Tokenizer, max
             truncated += 1
         sequences.append(ids)
     return EncodedSplit(sequences, split.labels, truncated)
+
+
+def augmented_epochs(split: TaskSplit, modality: Modality, tokenizer: Tokenizer, max_len: int, seed: int,
+                     invariances: Collection[str] = ()) -> Callable[[int], EncodedSplit]:
+    """``epoch -> split``: each epoch's examples drawn through ``modality.augmented(invariances)`` with their own
+    seed (the same for every system, so systems see the same variants)."""
+    augmenter = modality.augmented(invariances)
+    cached: dict[int, EncodedSplit] = {}
+
+    def of_epoch(epoch: int) -> EncodedSplit:
+        if epoch not in cached:
+            rng = random.Random(f"finetune-augment/{seed}/{epoch}")
+            variants = [tuple(augmenter.augment(text, rng) for text in inputs) for inputs in split.inputs]
+            cached.clear()
+            cached[epoch] = encode_split(TaskSplit(variants, split.labels), augmenter, tokenizer, max_len)
+        return cached[epoch]
+
+    return of_epoch
 
 
 def _predict(model: SequencePredictor, head: TaskHead, data: EncodedSplit, batch_size: int, pad: int,
@@ -127,19 +146,26 @@ def finetune(task: TaskData, encoder: Encoder, tokenizer: Tokenizer, modality: M
     metric_names = [spec.metric, *spec.extra_metrics]
     pad = SpecialIds.of(tokenizer).pad
     fixed = spec.split.seed  # capped validation and test subsets are the same for every system and seed
-    train, valid, test = (encode_split(subset(split, limit, cap_seed), modality, tokenizer, config.max_len)
-                          for split, limit, cap_seed in ((task.train, config.max_train_examples, seed),
-                                                         (task.valid, config.max_valid_examples, fixed),
-                                                         (task.test, config.max_test_examples, fixed)))
+    train_split = subset(task.train, config.max_train_examples, seed)
+    train, valid, test = (encode_split(split, modality, tokenizer, config.max_len) for split in (
+        train_split, subset(task.valid, config.max_valid_examples, fixed), subset(task.test, config.max_test_examples, fixed)))
+    epoch_data = (augmented_epochs(train_split, modality, tokenizer, config.max_len, seed, spec.invariant_to)
+                  if config.augment else lambda epoch: train)
     head = TASK_HEADS[spec.kind](train.labels)
     model = SequencePredictor(encoder, task.n_outputs, config.pooling, config.dropout).to(device)
     if config.freeze_encoder:
         model.encoder.requires_grad_(False)
     sampler = BatchSampler(np.array([len(s) for s in train.sequences]), config.batch_size, seed)
     labels = torch.as_tensor(train.labels, dtype=torch.float32)
+    drawn = train
+
+    def epoch_batches(epoch: int) -> list[np.ndarray]:
+        nonlocal drawn
+        drawn = epoch_data(epoch)
+        return sampler.epoch(epoch)
 
     def loss_of(indices: np.ndarray) -> Tensor:
-        batch = collate([train.sequences[i] for i in indices], pad).to(device)
+        batch = collate([drawn.sequences[i] for i in indices], pad).to(device)
         with autocast(device, config.precision):
             logits = model(batch.input_ids, batch.attention_mask)
         return head.loss(logits, labels[indices].to(device))
@@ -148,7 +174,7 @@ def finetune(task: TaskData, encoder: Encoder, tokenizer: Tokenizer, modality: M
         return score(metric_names, split.labels,
                      _predict(model, head, split, config.batch_size, pad, device, config.precision))
 
-    fitted = fit(model, config, sampler.epoch, loss_of, lambda: evaluate(valid), spec.metric, reporter)
+    fitted = fit(model, config, epoch_batches, loss_of, lambda: evaluate(valid), spec.metric, reporter)
     test_metrics = evaluate(test)
     for name, split in task.extra_tests.items():
         extra = encode_split(subset(split, config.max_test_examples, fixed), modality, tokenizer, config.max_len)

@@ -27,6 +27,10 @@ class FinetuneConfig(StrictModel):
     batch_size: int = Field(32, ge=1, description="examples per batch")
     pooling: Literal["cls", "mean"] = Field("mean", description="sequence representation: [CLS] state or mean of tokens")
     freeze_encoder: bool = Field(False, description="train the head only (linear probe)")
+    augment: bool = Field(
+        False, description="draw each training example anew each epoch as its task's labels allow (the spec's "
+                           "invariant_to; DNA: reverse complement, k-mer reading frame; SMILES: a random atom order; "
+                           "text and span tasks have none); validation and test examples are never augmented")
     dropout: float = Field(0.1, ge=0, lt=1, description="dropout before the head")
     weight_decay: float = Field(0.01, ge=0, description="AdamW weight decay")
     warmup_fraction: float = Field(0.06, ge=0, lt=1, description="fraction of steps with linear warm-up")

@@ -65,6 +65,10 @@ class TaskSpec(StrictModel):
     extra_metrics: list[str] = Field(default_factory=list, description="further metrics reported")
     split: SplitSpec
     evaluated_on: str = Field("test split", description="what the test split is, as stated in reports")
+    invariant_to: list[str] = Field(
+        default_factory=list, description="input transformations that never change a label, which fine-tuning's "
+                                          "augment may then draw (DNA: reverse_complement for a strand-free label, shift for "
+                                          "one that does not depend on where in the window a site lies)")
     deduplicate: bool = Field(False, description="drop repeated inputs (and inputs seen with conflicting labels)")
     source: str = Field("", description="where the data comes from")
     in_default_benchmark: bool = Field(True, description="run by `polymask benchmark <benchmark>` without --tasks")
