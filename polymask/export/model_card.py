@@ -117,8 +117,9 @@ def model_card(facts: CardFacts, architectures: list[str], difference: float | N
     pipeline_tag = "text-classification" if head is not None else "fill-mask" if masked_lm else "feature-extraction"
     tags = ["polymask", facts.modality["name"], objective]
     validation = facts.validation
-    check = (f"max |difference| {difference:.1e} on {checked} records of the training corpus, padded into one batch"
-             if difference is not None else "not checked (the training corpus could not be read)")
+    check = (f"max |difference| {difference:.1e} on {checked} real records (of the training corpus, or of the modality's "
+             "built-in corpus where that is not on hand), padded into one batch"
+             if difference is not None else "not checked (no corpus of the modality could be read)")
     lines = [
         "---", "library_name: transformers", f"pipeline_tag: {pipeline_tag}",
         "tags:", *[f"- {tag}" for tag in tags], "---", "",

@@ -16,7 +16,8 @@ if TYPE_CHECKING:
 
 def sample_texts(checkpoint: LoadedCheckpoint, count: int = 8, scan: int = 200) -> list[str]:
     """``count`` tokenizer inputs of varied lengths from the first ``scan`` valid records of the corpus the
-    checkpoint was trained on (its data paths, else the modality's built-in corpus); [] when unreadable."""
+    checkpoint was trained on (its data paths; the modality's built-in corpus when it has none or they are
+    not on this machine, as for a built-in model); [] when unreadable."""
     from polymask.config import build_run_config
     from polymask.modalities import build_modality
 
@@ -25,7 +26,7 @@ def sample_texts(checkpoint: LoadedCheckpoint, count: int = 8, scan: int = 200) 
     try:
         paths = config.data.corpus_paths()
     except DataError:
-        return []
+        paths = []
     return sample_records(modality, paths, config.data.column, count, scan)
 
 
