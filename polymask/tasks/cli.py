@@ -36,7 +36,8 @@ def add_finetune_options(parser: argparse.ArgumentParser, out_default: str) -> N
     parser.add_argument("--no-save-models", action="store_true",
                         help="do not keep the fine-tuned models (default: each checkpoint's model per task and seed, "
                              "chosen on the validation split, is saved next to the cell's result as "
-                             "cells/<system>/<task>/seed-N/ and listed in the report; reference rows keep none)")
+                             "cells/<system>/<task>/seed-N/ and listed in the report; reference rows and Hugging Face "
+                             "folders keep none)")
     parser.add_argument("--set", action="append", metavar="KEY=VALUE",
                         help="any other FinetuneConfig field, e.g. dropout=0.2 (repeatable; default: none)")
     parser.add_argument("--quiet", action="store_true", help="no progress bar")
@@ -79,12 +80,12 @@ def _settings(config: FinetuneConfig, args: argparse.Namespace) -> dict[str, Any
 def cmd_finetune(args: argparse.Namespace) -> int:
     from polymask.tasks.benchmark import run_benchmark, slug
     from polymask.tasks.spec import load_task_spec
-    from polymask.tasks.systems import checkpoint_system
+    from polymask.tasks.systems import pretrained_systems
 
     spec = load_task_spec(args.task)
     config = finetune_config(args, spec.benchmark)
     out = args.out or Path("runs") / f"finetune-{slug(spec.key)}"
-    report = run_benchmark([checkpoint_system(args.checkpoint, config)], [args.task], args.seeds, out,
+    report = run_benchmark(pretrained_systems([args.checkpoint], config, [args.task]), [args.task], args.seeds, out,
                            f"Fine-tuning on {spec.key}", args.data_dir, _settings(config, args), not args.quiet,
                            missing_ok=False)
     print(report.read_text())
@@ -114,13 +115,12 @@ def _benchmark_tasks(benchmark: str, names: list[str] | None) -> list[str]:
 
 def cmd_benchmark(args: argparse.Namespace) -> int:
     from polymask.tasks.benchmark import run_benchmark
-    from polymask.tasks.systems import checkpoint_system, reference_systems, untrained_system
+    from polymask.tasks.systems import pretrained_systems, reference_systems
 
     tasks = _benchmark_tasks(args.benchmark, args.tasks)
     config = finetune_config(args, args.benchmark)
-    systems = [checkpoint_system(path, config) for path in args.checkpoint]
+    systems = pretrained_systems(args.checkpoint, config, tasks, untrained=not args.no_references)
     if not args.no_references:
-        systems.append(untrained_system(args.checkpoint[0], config))
         systems += reference_systems(args.benchmark, systems[0].modality, config.max_train_examples)
     out = args.out or Path("runs") / f"benchmark-{args.benchmark}"
     report = run_benchmark(systems, tasks, list(range(args.seeds)), out, f"{args.benchmark} benchmark",
@@ -156,7 +156,8 @@ def add_commands(sub: argparse._SubParsersAction) -> None:
     finetune = sub.add_parser("finetune", help="fine-tune a pretrained encoder on one task")
     finetune.add_argument("--task", required=True, help="task key, e.g. moleculenet/bbbp (see tasks/)")
     finetune.add_argument("--checkpoint", type=checkpoint_path, required=True,
-                          help="run or checkpoint folder, or a built-in model's name (polymask models)")
+                          help="run or checkpoint folder, a built-in model's name (polymask models), or a local "
+                               "Hugging Face model folder (docs/export.md)")
     finetune.add_argument("--seeds", type=int, nargs="+", default=[0], help="fine-tuning seeds (e.g. 0 1 2)")
     add_finetune_options(finetune, "runs/finetune-<task>")
     finetune.set_defaults(handler=cmd_finetune)
@@ -164,10 +165,13 @@ def add_commands(sub: argparse._SubParsersAction) -> None:
     benchmark = sub.add_parser("benchmark", help="fine-tune checkpoints on a benchmark's tasks, with references")
     benchmark.add_argument("benchmark", help="benchmark name: a folder of tasks/ (moleculenet, ...)")
     benchmark.add_argument("--checkpoint", type=checkpoint_path, action="append", required=True,
-                           help="run or checkpoint folder, or a built-in model's name (repeat)")
+                           help="run or checkpoint folder, a built-in model's name, or a local Hugging Face model "
+                                "folder (repeat; docs/export.md)")
     benchmark.add_argument("--tasks", nargs="+", help="task names, or 'all' (default: the benchmark's default set)")
     benchmark.add_argument("--seeds", type=int, default=3, help="number of fine-tuning seeds (0..N-1)")
-    benchmark.add_argument("--no-references", action="store_true", help="skip the untrained and reference rows")
+    benchmark.add_argument("--no-references", action="store_true",
+                           help="skip the untrained row (the first polymask checkpoint's architecture, else the first "
+                                "Hugging Face folder's, randomly initialised) and the reference rows")
     add_finetune_options(benchmark, "runs/benchmark-<benchmark>")
     benchmark.set_defaults(handler=cmd_benchmark)
 

@@ -34,9 +34,10 @@ class KindRunner:
                        dict[str, Any]]
 
 
-_TABLE = KindRunner(load_task, finetune)
+#: The kinds of table tasks: one loader, one fine-tuning loop (``finetune``).
+TABLE_KINDS = ("binary", "multiclass", "regression")
 
 KINDS: dict[str, KindRunner] = {
-    "binary": _TABLE, "multiclass": _TABLE, "regression": _TABLE,
+    **{kind: KindRunner(load_task, finetune) for kind in TABLE_KINDS},
     "span": KindRunner(load_squad, finetune_span),
 }

@@ -45,7 +45,7 @@ class FinetuneConfig(StrictModel):
     device: str = Field("auto", description="auto, cpu, cuda or cuda:N")
     save_model: bool = Field(
         True, description="keep the model chosen on the validation split of each pretrained checkpoint's cell (a folder "
-                          "next to the cell's result; reference rows keep none)")
+                          "next to the cell's result; reference rows and Hugging Face folders keep none)")
     report_to: list[Backend] = Field(
         default_factory=list, description="experiment trackers that get each fine-tuning cell's per-epoch train loss "
                                           "and validation metrics (tensorboard, wandb), one run per system/task/seed "

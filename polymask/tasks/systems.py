@@ -1,9 +1,11 @@
-"""The rows of a benchmark table: pretrained checkpoints, the same architecture untrained, references.
+"""The rows of a benchmark table: pretrained checkpoints, Hugging Face folders, the same architecture untrained,
+references.
 
 A ``System`` turns (task data, seed, model folder) into a result dict with ``valid`` and ``test`` metrics;
 pretrained checkpoints save the model chosen on the validation split into the model folder (unless
 ``FinetuneConfig.save_model`` is off); the reference rows (the untrained encoder, the classical
-baselines) keep no model, which halves the disk a one-checkpoint benchmark uses.
+baselines) keep no model, which halves the disk a one-checkpoint benchmark uses, and nor do Hugging Face
+folders (``hf_encoder``: their encoder and tokenizer fit ``finetune`` through small adapters).
 Benchmark-specific reference baselines (ECFP + random forest for MoleculeNet, k-mer counts +
 logistic regression for DNA, ...) register in ``REFERENCES`` under their benchmark's name.
 """
@@ -18,19 +20,23 @@ from typing import Any, Callable
 
 import numpy as np
 import torch
+from tokenizers import Tokenizer
 
 from polymask.config import build_run_config
+from polymask.errors import ConfigError
 from polymask.inference.saved import SaveTarget
 from polymask.model.encoder import Encoder
-from polymask.modalities import build_modality
+from polymask.modalities import MODALITIES, build_modality
 from polymask.modalities.base import Modality
 from polymask.registry import Registry
 from polymask.tasks.data import TaskData, with_train_cap
 from polymask.tasks.finetune import FinetuneConfig
-from polymask.tasks.kinds import KINDS
+from polymask.tasks.hf_encoder import HFEncoder, HFFolder, HFTokenizer, RawInputs, is_hf_folder, load_hf_folder
+from polymask.tasks.kinds import KINDS, TABLE_KINDS
 from polymask.tasks.metrics import score
+from polymask.tasks.spec import TaskSpec, load_task_spec
 from polymask.tracking import TrackedRun, open_reporter, require
-from polymask.training.checkpoint import CHECKPOINT_NAME, MANIFEST, LoadedCheckpoint, load_checkpoint
+from polymask.training.checkpoint import CHECKPOINT_NAME, MANIFEST, load_checkpoint
 
 #: (task data of any kind, seed, folder for the fine-tuned model, the cell's name and folder for trackers) -> result.
 RunCell = Callable[[Any, int, Path, TrackedRun], dict[str, Any]]
@@ -62,39 +68,51 @@ REFERENCE_MODULES = {"moleculenet": "polymask.tasks.moleculenet", "glue": "polym
                      "dna": "polymask.tasks.dna"}
 
 
-def _finetuned(encoder_factory: Callable[[int], Encoder], checkpoint: LoadedCheckpoint, modality: Modality,
-               config: FinetuneConfig, keeps_models: bool) -> RunCell:
-    """Fine-tuning cells; with ``keeps_models`` (and ``config.save_model``) each saves its chosen model, and each
-    reports to ``config.report_to``'s trackers."""
+def _finetuned(encoder_factory: Callable[[int], Encoder | HFEncoder], tokenizer: Tokenizer | HFTokenizer,
+               modality: Modality, config: FinetuneConfig, source: Path,
+               save_target: Callable[[Path], SaveTarget | None]) -> RunCell:
+    """Fine-tuning cells of the encoder ``source`` names (``encoder_factory(seed)`` gives a fresh one); each saves
+    its chosen model where ``save_target(model_dir)`` says (nowhere when it gives None), and reports to
+    ``config.report_to``'s trackers."""
     require(config.report_to, "report_to")  # a missing package fails before any cell runs
-    objective = build_run_config(checkpoint.config).objective.name
-    step = json.loads((checkpoint.folder / MANIFEST).read_text()).get("step")
 
     def run(task: Any, seed: int, model_dir: Path, tracked: TrackedRun) -> dict[str, Any]:
-        target = SaveTarget(model_dir, str(checkpoint.folder.resolve()), objective, step) \
-            if keeps_models and config.save_model else None
         reporter = open_reporter(config.report_to, tracked, {"task": task.spec.key, "seed": seed,
-                                                             "checkpoint": str(checkpoint.folder),
+                                                             "checkpoint": str(source),
                                                              "finetune": config.model_dump(mode="json")})
         try:
-            return KINDS[task.spec.kind].finetune(task, encoder_factory(seed), checkpoint.tokenizer, modality, config,
-                                                  seed, target, reporter)
+            return KINDS[task.spec.kind].finetune(task, encoder_factory(seed), tokenizer, modality, config,
+                                                  seed, save_target(model_dir), reporter)
         finally:
             reporter.close()
 
     return run
 
 
+def _keeps_none(model_dir: Path) -> None:
+    """The save target of rows that keep no fine-tuned model."""
+    return None
+
+
 def checkpoint_system(path: Path, config: FinetuneConfig) -> System:
-    """A pretrained checkpoint, fine-tuned per task and seed (objective modules dropped)."""
+    """A pretrained checkpoint, fine-tuned per task and seed (objective modules dropped); each cell keeps its
+    chosen model unless ``config.save_model`` is off."""
     checkpoint = load_checkpoint(path)
     checkpoint.build_objective()  # refuses mismatched or non-finite weights now, not after the task data is read
     run_config = build_run_config(checkpoint.config)
     modality = build_modality(run_config.modality)
+    objective = run_config.objective.name
+    pretrained_step = json.loads((checkpoint.folder / MANIFEST).read_text()).get("step")
+
+    def save_target(model_dir: Path) -> SaveTarget | None:
+        return SaveTarget(model_dir, str(checkpoint.folder.resolve()), objective, pretrained_step) \
+            if config.save_model else None
+
     step = f" {Path(path).name}" if CHECKPOINT_NAME.fullmatch(Path(path).name) else ""  # one run's checkpoints apart
-    return System(f"{checkpoint.name}{step} ({run_config.objective.name})",
-                  f"{checkpoint.folder} ({run_config.objective.name}, preset {checkpoint.encoder_config.preset})",
-                  modality, _finetuned(lambda seed: checkpoint.build_encoder(), checkpoint, modality, config, True),
+    return System(f"{checkpoint.name}{step} ({objective})",
+                  f"{checkpoint.folder} ({objective}, preset {checkpoint.encoder_config.preset})",
+                  modality, _finetuned(lambda seed: checkpoint.build_encoder(), checkpoint.tokenizer, modality, config,
+                                       checkpoint.folder, save_target),
                   checkpoint.pretraining_tokens())
 
 
@@ -109,7 +127,61 @@ def untrained_system(path: Path, config: FinetuneConfig) -> System:
         return Encoder(checkpoint.encoder_config, checkpoint.vocab_size)
 
     return System("no pretraining", f"architecture of {checkpoint.folder}, random initialisation",
-                  modality, _finetuned(fresh_encoder, checkpoint, modality, config, False))
+                  modality, _finetuned(fresh_encoder, checkpoint.tokenizer, modality, config, checkpoint.folder,
+                                       _keeps_none))
+
+
+def hf_system(folder: HFFolder, config: FinetuneConfig, modality: Modality) -> System:
+    """A Hugging Face folder's encoder, fine-tuned per task and seed with the same heads and recipe; its records are
+    read with ``modality`` and handed to the folder's own tokenizer as plain text. It keeps no fine-tuned model
+    (polymask's fine-tuned format holds polymask encoders only)."""
+    positions = getattr(folder.model.config, "max_position_embeddings", None)
+    if isinstance(positions, int) and config.max_len > positions:
+        raise ConfigError(f"{folder.folder}: max_len {config.max_len} is more than the {positions} positions its "
+                          f"config.json states; pass a smaller --max-len")
+    return System(folder.name, f"{folder.folder} (Hugging Face {folder.model_type}, its own tokenizer)", modality,
+                  _finetuned(folder.encoder, folder.tokenizer, RawInputs(modality), config, folder.folder, _keeps_none))
+
+
+def hf_untrained_system(folder: HFFolder, config: FinetuneConfig, modality: Modality) -> System:
+    """The "no pretraining" row of a benchmark of Hugging Face folders only: the first folder's architecture built
+    from its config.json, randomly initialised (per seed), with its own tokenizer."""
+    return System("no pretraining", f"architecture of {folder.folder} (Hugging Face {folder.model_type}), random "
+                                    f"initialisation", modality,
+                  _finetuned(folder.untrained_encoder, folder.tokenizer, RawInputs(modality), config, folder.folder,
+                             _keeps_none))
+
+
+def _tasks_modality(specs: list[TaskSpec]) -> Modality:
+    """The modality the tasks name, with its default settings."""
+    names = sorted({spec.modality for spec in specs})
+    if len(names) != 1:
+        raise ConfigError(f"tasks of {len(names)} modalities ({', '.join(names)}): Hugging Face folders need a "
+                          f"polymask checkpoint beside them, whose modality reads the tasks, or one modality's tasks")
+    return MODALITIES.get(names[0])()
+
+
+def pretrained_systems(paths: list[Path], config: FinetuneConfig, task_keys: list[str],
+                       untrained: bool = False) -> list[System]:
+    """One row per ``--checkpoint`` path, in order: a polymask checkpoint, or a Hugging Face folder
+    (``is_hf_folder``), whose records are read with the first checkpoint's modality (else the tasks' own, with
+    its default settings) so that every row sees the same examples. With ``untrained`` also the "no pretraining"
+    row: the first polymask checkpoint's architecture, else the first folder's, randomly initialised."""
+    hf_paths = [path for path in paths if is_hf_folder(path)]
+    specs = [load_task_spec(key) for key in task_keys] if hf_paths else []
+    spans = [spec.key for spec in specs if spec.kind not in TABLE_KINDS]
+    if spans:
+        raise ConfigError(f"{hf_paths[0]}: a Hugging Face folder is fine-tuned on table tasks "
+                          f"({', '.join(TABLE_KINDS)}) only, not on {', '.join(spans)}")
+    ours = {path: checkpoint_system(path, config) for path in paths if path not in hf_paths}
+    folders = [load_hf_folder(path) for path in hf_paths]
+    modality = next(iter(ours.values())).modality if ours else _tasks_modality(specs)
+    theirs = {path: hf_system(folder, config, modality) for path, folder in zip(hf_paths, folders)}
+    systems = [ours[path] if path in ours else theirs[path] for path in paths]
+    if untrained:
+        systems.append(untrained_system(next(iter(ours)), config) if ours
+                       else hf_untrained_system(folders[0], config, modality))
+    return systems
 
 
 def reference_result(task: TaskData, seed: int, predictions: dict[str, np.ndarray], started: float) -> dict[str, Any]:

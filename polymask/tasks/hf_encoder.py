@@ -1,0 +1,215 @@
+"""A local Hugging Face model folder where fine-tuning expects polymask's encoder and tokenizer.
+
+A folder is told apart from a polymask checkpoint by its files (``is_hf_folder``): ``config.json`` and none of
+polymask's run, checkpoint or model files. It loads with ``AutoModel`` and ``AutoTokenizer`` from local files
+only. Remote code runs for polymask's own export alone (``model_type: polymask``, its code files byte for byte
+those this polymask ships, which ``polymask export`` copies in); any other folder that needs remote code
+(``auto_map`` in its config.json) is refused in one line.
+
+Three small adapters let ``finetune`` take such a folder unchanged: ``HFEncoder`` (the model's last hidden
+state where ``Encoder``'s output goes), ``HFTokenizer`` (the folder's own tokenizer where a
+``tokenizers.Tokenizer`` goes) and ``RawInputs`` (the task's modality validating and augmenting records, but
+handing them to the tokenizer as plain normalised text: a DNA sequence as one string, never as k-mers).
+"""
+from __future__ import annotations
+
+import copy
+import json
+import random
+from contextlib import contextmanager
+from dataclasses import dataclass
+from pathlib import Path
+from typing import TYPE_CHECKING, Collection, Iterator, NamedTuple, Sequence
+
+import torch
+from torch import Tensor, nn
+
+from polymask.builtin_models import FACTS as BUILTIN_FACTS
+from polymask.errors import CheckpointError, DataError
+from polymask.modalities.base import Modality
+from polymask.resources import PACKAGE_DIR
+from polymask.tokenization import SpecialIds
+from polymask.training.checkpoint import FINETUNED_META, LATEST, MANIFEST, RUN_CONFIG
+
+if TYPE_CHECKING:
+    from transformers import PreTrainedTokenizerBase
+
+#: Files and folders that make a folder polymask's own (run, checkpoint, built-in or fine-tuned model).
+POLYMASK_FILES = (MANIFEST, RUN_CONFIG, "encoder.json", LATEST, "checkpoints", FINETUNED_META, BUILTIN_FACTS)
+#: The remote code ``polymask export`` copies into its folders (read here as files, never imported).
+EXPORT_CODE = PACKAGE_DIR / "export" / "hf_remote"
+
+
+def is_hf_folder(path: Path) -> bool:
+    """Whether ``path`` is a Hugging Face model folder: config.json and no polymask run or checkpoint files."""
+    path = Path(path)
+    return (path / "config.json").is_file() and not any((path / name).exists() for name in POLYMASK_FILES)
+
+
+def _one_line(exc: BaseException) -> str:
+    text = " ".join(str(exc).split())
+    return text[:300] + ("..." if len(text) > 300 else "")
+
+
+def _remote_code(folder: Path, config: dict) -> bool:
+    """Whether the folder's own code may run: only in polymask's export, its code files identical to this
+    polymask's. Refuses (one line) any other folder whose model needs its own code."""
+    if config.get("model_type") == "polymask":
+        ours = [file for file in EXPORT_CODE.glob("*.py") if file.name != "__init__.py"]
+        differing = [file.name for file in ours
+                     if not (folder / file.name).is_file() or (folder / file.name).read_bytes() != file.read_bytes()]
+        if differing:
+            raise CheckpointError(f"{folder}: a polymask export whose code ({', '.join(differing)}) is not this "
+                                  f"polymask's; export the checkpoint again with `polymask export`")
+        return True
+    if "auto_map" in config:
+        raise CheckpointError(f"{folder}: its model needs its own code (auto_map in config.json); polymask runs the "
+                              f"remote code of its own exports only")
+    return False
+
+
+@contextmanager
+def _quiet_transformers() -> Iterator[None]:
+    """transformers' loading reports and progress bars off (errors still raise)."""
+    from transformers.utils import logging as hf_logging
+
+    verbosity = hf_logging.get_verbosity()
+    hf_logging.set_verbosity_error()
+    hf_logging.disable_progress_bar()
+    try:
+        yield
+    finally:
+        hf_logging.set_verbosity(verbosity)
+        hf_logging.enable_progress_bar()
+
+
+class Encoded(NamedTuple):
+    """What fine-tuning reads of an encoding: its token ids."""
+
+    ids: list[int]
+
+
+class HFTokenizer:
+    """A transformers tokenizer where fine-tuning expects a ``tokenizers.Tokenizer``: ``encode_batch`` adds the
+    folder's own special tokens and never truncates (fine-tuning truncates to ``max_len`` and counts);
+    ``token_to_id`` answers polymask's special-token names ([PAD], [SEP], ...) with the folder's own tokens
+    (CLS falls back to BOS, SEP to EOS), which is how ``SpecialIds.of`` finds the padding and end ids."""
+
+    def __init__(self, tokenizer: "PreTrainedTokenizerBase") -> None:
+        self.hf = tokenizer
+        cls, sep = tokenizer.cls_token_id, tokenizer.sep_token_id
+        self.specials = {"[PAD]": tokenizer.pad_token_id, "[UNK]": tokenizer.unk_token_id,
+                         "[CLS]": tokenizer.bos_token_id if cls is None else cls,
+                         "[SEP]": tokenizer.eos_token_id if sep is None else sep, "[MASK]": tokenizer.mask_token_id}
+
+    def token_to_id(self, token: str) -> int | None:
+        return self.specials.get(token)
+
+    def encode_batch(self, inputs: Sequence[str | tuple[str, str]]) -> list[Encoded]:
+        """Texts, or (first, second) pairs, as the folder's tokenizer encodes them."""
+        if not inputs:
+            return []
+        columns = [list(column) for column in zip(*(item if isinstance(item, tuple) else (item,) for item in inputs))]
+        ids = self.hf(*columns, add_special_tokens=True, truncation=False, verbose=False)["input_ids"]
+        return [Encoded(list(row)) for row in ids]
+
+
+@dataclass(frozen=True)
+class Width:
+    """What ``SequencePredictor`` reads of an encoder's config: the width of its hidden states."""
+
+    d_model: int
+
+
+class HFEncoder(nn.Module):
+    """A transformers model where polymask's ``Encoder`` goes: ``forward(input_ids, attention_mask=...)`` gives its
+    last hidden state (B, L, D), ``config.d_model`` is D. It starts in training mode, as a freshly built
+    ``Encoder`` does; its dropout is the folder's config's."""
+
+    def __init__(self, model: nn.Module) -> None:
+        super().__init__()
+        self.model = model.train()
+        self.config = Width(int(model.config.hidden_size))
+
+    def forward(self, input_ids: Tensor, attention_mask: Tensor | None = None) -> Tensor:
+        mask = None if attention_mask is None else attention_mask.long()
+        return self.model(input_ids=input_ids, attention_mask=mask).last_hidden_state
+
+
+class RawInputs(Modality):
+    """``modality``'s record handling (validation, augmentation) with records handed to a foreign tokenizer as
+    plain normalised text (``Modality.tokenizer_input``'s default), whatever ``modality`` formats for its own."""
+
+    def __init__(self, modality: Modality) -> None:
+        super().__init__(modality.config)
+        self.inner = modality
+
+    def normalize(self, text: str) -> str:
+        return self.inner.normalize(text)
+
+    def augment(self, text: str, rng: random.Random) -> str:
+        return self.inner.augment(text, rng)
+
+    def augmented(self, invariances: Collection[str] = ()) -> "RawInputs":
+        return RawInputs(self.inner.augmented(invariances))
+
+
+@dataclass
+class HFFolder:
+    """A loaded Hugging Face folder: its pretrained model (copied for each fine-tuning) and its tokenizer."""
+
+    folder: Path
+    model: nn.Module
+    tokenizer: HFTokenizer
+
+    @property
+    def name(self) -> str:
+        return self.folder.resolve().name
+
+    @property
+    def model_type(self) -> str:
+        return str(self.model.config.model_type)
+
+    def encoder(self, seed: int) -> HFEncoder:
+        """A fresh copy of the pretrained model (``seed`` unused: every cell starts from the same weights)."""
+        return HFEncoder(copy.deepcopy(self.model))
+
+    def untrained_encoder(self, seed: int) -> HFEncoder:
+        """The same architecture built from its config, randomly initialised by its own rule (per seed)."""
+        torch.manual_seed(10_000 + seed)
+        return HFEncoder(type(self.model)(copy.deepcopy(self.model.config)))
+
+
+def load_hf_folder(path: Path) -> HFFolder:
+    """Load a Hugging Face folder's model and tokenizer (local files only); every fault is one ``CheckpointError``
+    line naming the folder."""
+    from transformers import AutoModel, AutoTokenizer
+
+    folder = Path(path)
+    try:
+        config = json.loads((folder / "config.json").read_text())
+    except (OSError, ValueError) as exc:
+        raise CheckpointError(f"{folder}/config.json: unreadable ({_one_line(exc)})") from None
+    if not isinstance(config, dict):
+        raise CheckpointError(f"{folder}/config.json: expected a JSON object")
+    remote = _remote_code(folder, config)
+    with _quiet_transformers():
+        try:
+            model = AutoModel.from_pretrained(str(folder), local_files_only=True, trust_remote_code=remote)
+        except Exception as exc:  # transformers raises OSError, ValueError, KeyError, ... for an unusable folder
+            raise CheckpointError(f"{folder}: transformers cannot load its model ({_one_line(exc)})") from None
+        try:
+            hf_tokenizer = AutoTokenizer.from_pretrained(str(folder), local_files_only=True, trust_remote_code=remote)
+        except Exception as exc:  # as above
+            raise CheckpointError(f"{folder}: transformers cannot load its tokenizer ({_one_line(exc)})") from None
+    if len(hf_tokenizer) <= len(set(hf_tokenizer.all_special_ids)):  # transformers 5 makes one of specials alone
+        raise CheckpointError(f"{folder}: no tokenizer (its vocabulary is special tokens only); save the model's "
+                              f"tokenizer into the folder (tokenizer.save_pretrained)")
+    if not isinstance(getattr(model.config, "hidden_size", None), int):
+        raise CheckpointError(f"{folder}/config.json: states no hidden_size, the width a task head needs")
+    tokenizer = HFTokenizer(hf_tokenizer)
+    try:
+        SpecialIds.of(tokenizer)
+    except DataError as exc:
+        raise CheckpointError(f"{folder}: {exc}") from None
+    return HFFolder(folder, model, tokenizer)

@@ -1,0 +1,164 @@
+"""Hugging Face folders as benchmark rows: a tiny BERT with its own tokenizer, and polymask's own export, fine-tuned
+beside a polymask checkpoint with the same heads, recipe, splits and seeds; folders that cannot be used end in one
+line."""
+from __future__ import annotations
+
+import json
+import math
+import shutil
+from pathlib import Path
+
+import numpy as np
+import pytest
+from tokenizers import Tokenizer, models, pre_tokenizers, processors
+
+from polymask.cli import main
+from polymask.modalities.dna import Dna, DnaConfig
+from polymask.tasks.data import TaskSplit
+from polymask.tasks.finetune import encode_split
+from polymask.tasks.hf_encoder import HFTokenizer, RawInputs, is_hf_folder
+from polymask.training.trainer import train
+
+from conftest import tiny_config
+
+LEGACY_RUN = Path(__file__).parent / "data" / "legacy_run"
+SPECIALS = ["[PAD]", "[UNK]", "[CLS]", "[SEP]", "[MASK]"]
+SMILES_CHARACTERS = "CNOSPFIBrlcnosp()[]=#@+-/\\.%0123456789H"
+CAPS = ["--tasks", "esol", "--max-train-examples", "40", "--max-valid-examples", "40", "--max-test-examples", "40",
+        "--epochs", "1", "--seeds", "1", "--max-len", "64", "--set", "precision=fp32", "--quiet"]
+pytestmark = pytest.mark.usefixtures("one_torch_thread")
+
+
+def save_bert(folder: Path, characters: str, with_tokenizer: bool = True, positions: int = 64) -> Path:
+    """A 1-layer BERT and a character-level WordLevel tokenizer (BERT's specials), saved as transformers does."""
+    import torch
+    from transformers import BertConfig, BertModel, PreTrainedTokenizerFast
+
+    vocab = {token: index for index, token in enumerate(SPECIALS + sorted(set(characters)))}
+    tokenizer = Tokenizer(models.WordLevel(vocab, unk_token="[UNK]"))
+    tokenizer.pre_tokenizer = pre_tokenizers.Split("", "isolated")
+    tokenizer.post_processor = processors.TemplateProcessing(
+        single="[CLS] $A [SEP]", pair="[CLS] $A [SEP] $B:1 [SEP]:1", special_tokens=[("[CLS]", 2), ("[SEP]", 3)])
+    torch.manual_seed(0)
+    BertModel(BertConfig(vocab_size=len(vocab), hidden_size=32, num_hidden_layers=1, num_attention_heads=2,
+                         intermediate_size=64, max_position_embeddings=positions)).save_pretrained(folder)
+    if with_tokenizer:
+        PreTrainedTokenizerFast(tokenizer_object=tokenizer, **dict(zip(
+            ("pad_token", "unk_token", "cls_token", "sep_token", "mask_token"), SPECIALS))).save_pretrained(folder)
+    return folder
+
+
+@pytest.fixture(scope="module")
+def folders(tmp_path_factory: pytest.TempPathFactory) -> dict[str, Path]:
+    """A tiny polymask SMILES run, its `polymask export`, and a tiny BERT folder."""
+    root = tmp_path_factory.mktemp("hf-systems")
+    run = root / "tiny-smiles"
+    train(tiny_config("smiles", run, max_steps=10, threads=1))
+    assert main(["export", "--checkpoint", str(run), "--out", str(root / "tiny-smiles-export")]) == 0
+    return {"run": run, "export": root / "tiny-smiles-export", "bert": save_bert(root / "tiny-bert", SMILES_CHARACTERS)}
+
+
+def benchmark_rows(out: Path, *checkpoints: Path, references: bool = True) -> dict[str, dict]:
+    arguments = [item for path in checkpoints for item in ("--checkpoint", str(path))]
+    assert main(["benchmark", "moleculenet", *arguments, *CAPS, "--out", str(out),
+                 *([] if references else ["--no-references"])]) == 0
+    report = json.loads((out / "results.json").read_text())
+    return {row["system"]: row for row in report["rows"]}
+
+
+def test_folders_are_told_apart_from_polymask_checkpoints(folders):
+    assert is_hf_folder(folders["bert"]) and is_hf_folder(folders["export"])
+    assert not is_hf_folder(folders["run"]) and not is_hf_folder(folders["run"] / "checkpoints" / "step-000010")
+    legacy = LEGACY_RUN / "checkpoints" / "step-000002"  # a checkpoint whose run config is still config.json
+    assert (legacy / "config.json").is_file() and not is_hf_folder(legacy) and not is_hf_folder(LEGACY_RUN)
+
+
+def test_a_bert_folder_is_a_row_beside_a_polymask_checkpoint(folders, tmp_path):
+    rows = benchmark_rows(tmp_path / "bench", folders["run"], folders["bert"])
+    assert set(rows) == {"tiny-smiles (mlm)", "tiny-bert", "no pretraining", "ECFP4 + random forest (500 trees)"}
+    ours, bert = rows["tiny-smiles (mlm)"], rows["tiny-bert"]
+    assert all(math.isfinite(bert[f"{name}_mean"]) for name in ("rmse", "mae"))
+    assert [bert[key] for key in ("n_train", "n_valid", "n_test", "skipped")] == \
+        [ours[key] for key in ("n_train", "n_valid", "n_test", "skipped")] == [40, 40, 40, ours["skipped"]]
+    assert bert["truncated"] >= ours["truncated"]  # one token per character against polymask's SMILES tokens
+    report = json.loads((tmp_path / "bench" / "results.json").read_text())
+    assert report["systems"]["no pretraining"].startswith(f"architecture of {folders['run']}")  # the first checkpoint's
+    cells = tmp_path / "bench" / "cells"
+    assert (cells / "tiny-smiles-mlm" / "moleculenet-esol" / "seed-0").is_dir()  # polymask rows keep their model
+    assert not (cells / "tiny-bert" / "moleculenet-esol" / "seed-0").exists()  # a folder's row keeps none
+
+
+def test_polymask_export_alone_scores_as_its_checkpoint_and_its_untrained_row_is_its_architecture(folders, tmp_path):
+    ours = benchmark_rows(tmp_path / "ours", folders["run"], references=False)["tiny-smiles (mlm)"]
+    rows = benchmark_rows(tmp_path / "export", folders["export"])
+    exported = rows["tiny-smiles-export"]
+    assert [exported[key] for key in ("n_train", "n_valid", "n_test", "truncated")] == \
+        [ours[key] for key in ("n_train", "n_valid", "n_test", "truncated")]  # the same tokens
+    # fp32: the same encoder on the same token ids, fine-tuned alike
+    assert exported["rmse_values"] == pytest.approx(ours["rmse_values"], rel=1e-6)
+    report = json.loads((tmp_path / "export" / "results.json").read_text())
+    assert report["systems"]["no pretraining"] == \
+        f"architecture of {folders['export']} (Hugging Face polymask), random initialisation"
+    assert math.isfinite(rows["no pretraining"]["rmse_mean"])
+
+
+def test_finetune_takes_a_folder(folders, tmp_path):
+    assert main(["finetune", "--task", "moleculenet/esol", "--checkpoint", str(folders["bert"]), *CAPS[2:],
+                 "--out", str(tmp_path / "ft")]) == 0
+    rows = json.loads((tmp_path / "ft" / "results.json").read_text())["rows"]
+    assert [(row["system"], row["n_train"]) for row in rows] == [("tiny-bert", 40)]
+
+
+def test_dna_reaches_a_foreign_tokenizer_as_the_plain_sequence_and_truncation_is_counted(tmp_path):
+    from transformers import AutoTokenizer
+
+    tokenizer = HFTokenizer(AutoTokenizer.from_pretrained(str(save_bert(tmp_path / "dna-bert", "ACGTN")),
+                                                          local_files_only=True))
+    kmers = Dna(DnaConfig(k=3, overlapping=True))
+    assert kmers.tokenizer_input("ACGTA") == "ACG CGT GTA"
+    for modality in (RawInputs(kmers), RawInputs(kmers).augmented(["reverse_complement"])):
+        assert modality.tokenizer_input("ACGTA") == "ACGTA"
+    encoded = encode_split(TaskSplit([("ACGTA",), ("ACGTACGTAC",)], np.zeros((2, 1))), RawInputs(kmers), tokenizer, 8)
+    vocab = tokenizer.hf.get_vocab()
+    assert encoded.sequences[0] == [2, *(vocab[base] for base in "ACGTA"), 3]
+    assert len(encoded.sequences[1]) == 8 and encoded.sequences[1][-1] == 3 and encoded.truncated == 1
+    pair = tokenizer.encode_batch([("AC", "G")])[0].ids  # two input columns: the folder's own pair template
+    assert pair == [2, vocab["A"], vocab["C"], 3, vocab["G"], 3]
+
+
+def no_tokenizer(root: Path, folders: dict[str, Path]) -> Path:
+    return save_bert(root / "no-tokenizer", "CNO", with_tokenizer=False)
+
+
+def few_positions(root: Path, folders: dict[str, Path]) -> Path:
+    return save_bert(root / "few-positions", "CNO", positions=32)
+
+
+def foreign_code(root: Path, folders: dict[str, Path]) -> Path:
+    folder = shutil.copytree(folders["bert"], root / "foreign-code")
+    config = json.loads((folder / "config.json").read_text())
+    (folder / "config.json").write_text(json.dumps({**config, "auto_map": {"AutoModel": "modeling_x.XModel"}}))
+    return folder
+
+
+def edited_export(root: Path, folders: dict[str, Path]) -> Path:
+    folder = shutil.copytree(folders["export"], root / "edited-export")
+    with open(folder / "modeling_polymask.py", "a") as handle:
+        handle.write("\nprint('not the code polymask ships')\n")
+    return folder
+
+
+@pytest.mark.parametrize("make, message", [
+    (no_tokenizer, "no tokenizer (its vocabulary is special tokens only)"),
+    (few_positions, "max_len 64 is more than the 32 positions its config.json states"),
+    (foreign_code, "its model needs its own code (auto_map in config.json)"),
+    (edited_export, "a polymask export whose code (modeling_polymask.py) is not this polymask's"),
+])
+def test_an_unusable_folder_is_one_line(folders, tmp_path, capsys, make, message):
+    folder = make(tmp_path, folders)
+    capsys.readouterr()  # transformers' saving progress bars
+    assert main(["benchmark", "moleculenet", "--checkpoint", str(folder), *CAPS, "--out", str(tmp_path / "b")]) == 2
+    err = capsys.readouterr().err
+    assert err.startswith(f"polymask: error: {folder}: ") and message in err, err
+    assert err.count("\n") == 1 and "Traceback" not in err
+    assert not (tmp_path / "b").exists()
