@@ -31,6 +31,7 @@ from polymask.objectives import Objective
 from polymask.objectives.base import LMHead
 from polymask.tokenization import SpecialIds, save_tokenizer
 from polymask.training.checkpoint import load_checkpoint
+from polymask.transformers_quiet import quiet_transformers
 from polymask.weights_io import save_weights
 
 REMOTE_DIR = Path(__file__).parent / "hf_remote"
@@ -140,18 +141,10 @@ def check_export(folder: Path, architecture: str, encoder: Encoder,
     """Load the folder as ``architecture`` (every weight must be used, none missing) and return the largest
     |difference| between its last hidden states and polymask's encoder (fp32, real positions of a padded
     batch); None without a batch."""
-    from transformers.utils import logging as hf_logging
-
     from polymask.export.hf_remote import modeling_polymask
 
-    verbosity = hf_logging.get_verbosity()
-    hf_logging.set_verbosity_error()
-    hf_logging.disable_progress_bar()
-    try:
+    with quiet_transformers():
         model, info = getattr(modeling_polymask, architecture).from_pretrained(str(folder), output_loading_info=True)
-    finally:
-        hf_logging.set_verbosity(verbosity)
-        hf_logging.enable_progress_bar()
     wrong = {kind: keys for kind, keys in info.items() if kind in ("missing_keys", "unexpected_keys") and keys}
     if wrong:
         raise CheckpointError(f"the exported weights do not fit {architecture}: {wrong}")

@@ -7,6 +7,7 @@ linear head is added; training stops when the validation metric has not improved
 from __future__ import annotations
 
 import copy
+import functools
 import random
 import time
 from dataclasses import dataclass
@@ -58,15 +59,12 @@ def augmented_epochs(split: TaskSplit, modality: Modality, tokenizer: Tokenizer,
     """``epoch -> split``: each epoch's examples drawn through ``modality.augmented(invariances)`` with their own
     seed (the same for every system, so systems see the same variants)."""
     augmenter = modality.augmented(invariances)
-    cached: dict[int, EncodedSplit] = {}
 
+    @functools.lru_cache(maxsize=1)  # fit asks for epoch 0 twice (to count the steps, then to train)
     def of_epoch(epoch: int) -> EncodedSplit:
-        if epoch not in cached:
-            rng = random.Random(f"finetune-augment/{seed}/{epoch}")
-            variants = [tuple(augmenter.augment(text, rng) for text in inputs) for inputs in split.inputs]
-            cached.clear()
-            cached[epoch] = encode_split(TaskSplit(variants, split.labels), augmenter, tokenizer, max_len)
-        return cached[epoch]
+        rng = random.Random(f"finetune-augment/{seed}/{epoch}")
+        variants = [tuple(augmenter.augment(text, rng) for text in inputs) for inputs in split.inputs]
+        return encode_split(TaskSplit(variants, split.labels), augmenter, tokenizer, max_len)
 
     return of_epoch
 

@@ -16,10 +16,9 @@ from __future__ import annotations
 import copy
 import json
 import random
-from contextlib import contextmanager
 from dataclasses import dataclass
 from pathlib import Path
-from typing import TYPE_CHECKING, Collection, Iterator, NamedTuple, Sequence
+from typing import TYPE_CHECKING, Collection, NamedTuple, Sequence
 
 import torch
 from torch import Tensor, nn
@@ -30,6 +29,7 @@ from polymask.modalities.base import Modality
 from polymask.resources import PACKAGE_DIR
 from polymask.tokenization import SpecialIds
 from polymask.training.checkpoint import FINETUNED_META, LATEST, MANIFEST, RUN_CONFIG
+from polymask.transformers_quiet import quiet_transformers
 
 if TYPE_CHECKING:
     from transformers import PreTrainedTokenizerBase
@@ -66,21 +66,6 @@ def _remote_code(folder: Path, config: dict) -> bool:
         raise CheckpointError(f"{folder}: its model needs its own code (auto_map in config.json); polymask runs the "
                               f"remote code of its own exports only")
     return False
-
-
-@contextmanager
-def _quiet_transformers() -> Iterator[None]:
-    """transformers' loading reports and progress bars off (errors still raise)."""
-    from transformers.utils import logging as hf_logging
-
-    verbosity = hf_logging.get_verbosity()
-    hf_logging.set_verbosity_error()
-    hf_logging.disable_progress_bar()
-    try:
-        yield
-    finally:
-        hf_logging.set_verbosity(verbosity)
-        hf_logging.enable_progress_bar()
 
 
 class Encoded(NamedTuple):
@@ -193,7 +178,7 @@ def load_hf_folder(path: Path) -> HFFolder:
     if not isinstance(config, dict):
         raise CheckpointError(f"{folder}/config.json: expected a JSON object")
     remote = _remote_code(folder, config)
-    with _quiet_transformers():
+    with quiet_transformers():
         try:
             model = AutoModel.from_pretrained(str(folder), local_files_only=True, trust_remote_code=remote)
         except Exception as exc:  # transformers raises OSError, ValueError, KeyError, ... for an unusable folder
