@@ -3,8 +3,9 @@
 Pretrains tiny encoders for a few steps (SMILES MLM and ExLM, text MAE-LM, DNA MLM), fine-tunes one on
 ESOL, loads the built-in tokenizers with AutoTokenizer, exports every checkpoint and loads the exports
 with transformers alone (polymask blocked from import) in this environment and, with ``--hf-python``,
-in a second one where polymask is not installed: AutoTokenizer, the Auto models, and the fill-mask
-pipeline both with ``tokenizer=`` and in docs/export.md's form (the folder alone). Prints one JSON
+in a second one where polymask is not installed: AutoTokenizer, the Auto models (native ESM without remote
+code where the export is native), and the fill-mask pipeline both with ``tokenizer=`` and in docs/export.md's
+form (the folder alone). Prints one JSON
 object; exits 1 if a check fails.
 """
 from __future__ import annotations
@@ -22,16 +23,21 @@ REPO = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(REPO / "tests"))
 
 RUNS = [("smiles", "mlm"), ("smiles", "exlm"), ("text", "maelm"), ("dna", "mlm")]
-# docs/export.md's fill-mask: the folder alone, no tokenizer= (polymask blocked, as in hf_roundtrip)
+# docs/export.md's fill-mask: the folder alone, no tokenizer= (polymask blocked, as in hf_roundtrip); remote code
+# trusted only where the folder's auto_map needs it (a native ESM export of MLM needs none)
 PLAIN_FILL_MASK = """
 import json, sys
 sys.modules["polymask"] = None
 from transformers import pipeline
+def remote(folder):
+    return "AutoModelForMaskedLM" in json.loads(open(folder + "/config.json").read()).get("auto_map", {})
 cases = json.loads(open(sys.argv[1]).read())
 print(json.dumps({case["name"]: [{"token": item["token_str"], "score": item["score"]} for item in
-                  pipeline("fill-mask", model=case["folder"], trust_remote_code=True)(case["fill"], top_k=3)]
-                  for case in cases}))
+                  pipeline("fill-mask", model=case["folder"], trust_remote_code=remote(case["folder"]))(
+                      case["fill"], top_k=3)] for case in cases}))
 """
+# what AutoModel builds from each export: transformers' own EsmModel where the encoder maps exactly
+NATIVE = {"smiles-mlm": True, "smiles-exlm": False, "text-maelm": True, "dna-mlm": True}
 
 
 def pretrain(work: Path) -> dict[str, Any]:
@@ -98,8 +104,11 @@ def export_and_load(work: Path, python: str) -> dict[str, Any]:
     plain = plain_fill_mask(cases, work, python)
     for name, result in loaded.items():
         assert result["same_ids"] and result["hidden_diff"] < 1e-4 and result["logits_diff"] < 1e-4, (name, result)
+        assert (result["model_class"] == "EsmModel") == NATIVE[name], (name, result["model_class"])
+        assert result["hidden_diff"] < 1e-5 or not NATIVE[name], (name, result["hidden_diff"])
         assert plain[name] == result["fill_mask"], (name, plain[name], result["fill_mask"])
-    return {name: {"hidden_diff": r["hidden_diff"], "logits_diff": r["logits_diff"],
+    return {name: {"model_class": r["model_class"], "masked_lm_class": r["masked_lm_class"], "remote_code": r["remote"],
+                   "hidden_diff": r["hidden_diff"], "logits_diff": r["logits_diff"],
                    "fill_mask_top": r["fill_mask"][0]["token"], "fill_mask_plain_top": plain[name][0]["token"]}
             for name, r in loaded.items()}
 

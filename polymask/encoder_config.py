@@ -16,6 +16,18 @@ PRESETS: dict[str, dict[str, int]] = {
 }
 
 
+# what a saved encoder config without the key was trained with (the key arrived later)
+LEGACY_DEFAULTS: dict[str, Any] = {"embed_norm": False, "activation": "gelu_tanh"}
+
+
+def fill_legacy_defaults(saved: dict[str, Any]) -> list[str]:
+    """Fill in, in place, the settings a saved encoder config written before they existed was trained with;
+    returns the keys filled."""
+    missing = [key for key in LEGACY_DEFAULTS if key not in saved]
+    saved.update({key: LEGACY_DEFAULTS[key] for key in missing})
+    return missing
+
+
 class EncoderConfig(StrictModel):
     """Encoder size and behaviour; ``preset`` fills the sizes, explicit fields override it."""
 
@@ -33,6 +45,10 @@ class EncoderConfig(StrictModel):
     embed_norm: bool = Field(
         True, description="LayerNorm on the token embeddings before the first block (RoBERTa's, ModernBERT's); "
                           "checkpoints written before it existed load with false")
+    activation: Literal["gelu", "gelu_tanh"] = Field(
+        "gelu", description="GELU of the MLPs and LM heads: exact (erf, as BERT and ESM; exports as a native "
+                            "transformers EsmModel) or tanh-approximated (checkpoints written before this field "
+                            "load with gelu_tanh)")
 
     @model_validator(mode="before")
     @classmethod

@@ -2,7 +2,8 @@
 
 ``reference_case`` (polymask side) records polymask's outputs on real records of a checkpoint's corpus;
 ``run_blocked`` runs this file as a subprocess in which ``import polymask`` fails, loads each exported
-folder with AutoTokenizer, AutoModel, AutoModelForMaskedLM and pipeline("fill-mask"), and returns per
+folder with AutoTokenizer, AutoModel, AutoModelForMaskedLM and pipeline("fill-mask") (with
+``trust_remote_code`` only for the classes the folder's ``auto_map`` names), and returns per
 case the largest |difference| of hidden states and of LM logits, whether the tokenizer gives polymask's
 ids, the tokenizer's settings and the fill-mask pipeline's top predictions.
 """
@@ -63,18 +64,21 @@ def check(case: dict) -> dict:
                               pipeline)
 
     folder, reference = case["folder"], load_file(case["reference"])
-    tokenizer = AutoTokenizer.from_pretrained(folder, trust_remote_code=True)
+    remote = json.loads((Path(folder) / "config.json").read_text()).get("auto_map", {})  # what needs remote code
+    tokenizer = AutoTokenizer.from_pretrained(folder, trust_remote_code="AutoConfig" in remote)
     encoded = tokenizer(case["texts"], padding=True, truncation=True, return_tensors="pt")
     real = reference["attention_mask"].bool()
-    model = AutoModel.from_pretrained(folder, trust_remote_code=True).eval()
-    masked_lm = AutoModelForMaskedLM.from_pretrained(folder, trust_remote_code=True).eval()
-    classifier = AutoModelForSequenceClassification.from_pretrained(folder, num_labels=2, trust_remote_code=True).eval()
+    model = AutoModel.from_pretrained(folder, trust_remote_code="AutoModel" in remote).eval()
+    masked_lm = AutoModelForMaskedLM.from_pretrained(folder, trust_remote_code="AutoModelForMaskedLM" in remote).eval()
+    classifier = AutoModelForSequenceClassification.from_pretrained(
+        folder, num_labels=2, trust_remote_code="AutoModelForSequenceClassification" in remote).eval()
     with torch.no_grad():
         hidden = model(**encoded).last_hidden_state
         logits = masked_lm(input_ids=reference["masked_input_ids"], attention_mask=reference["attention_mask"]).logits
         classified = classifier(**encoded).logits
     rows, columns = reference["masked_positions"].unbind(-1)
-    fill = pipeline("fill-mask", model=folder, tokenizer=tokenizer, trust_remote_code=True)(case["fill"], top_k=3)
+    fill = pipeline("fill-mask", model=folder, tokenizer=tokenizer,
+                    trust_remote_code="AutoModelForMaskedLM" in remote)(case["fill"], top_k=3)
     return {
         "same_ids": bool(torch.equal(encoded["input_ids"], reference["input_ids"])
                          and torch.equal(encoded["attention_mask"], reference["attention_mask"])),
@@ -83,6 +87,8 @@ def check(case: dict) -> dict:
         "tokens": {name: getattr(tokenizer, name) for name in ("mask_token", "pad_token", "cls_token", "sep_token")},
         "model_max_length": tokenizer.model_max_length,
         "model_class": type(model).__name__,
+        "masked_lm_class": type(masked_lm).__name__,
+        "remote": sorted(remote),
         "classifier_logits": list(classified.shape),  # a new 2-label head on the pretrained encoder
         "fill_mask": [{"token": item["token_str"], "score": item["score"]} for item in fill],
     }

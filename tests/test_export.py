@@ -12,7 +12,8 @@ from polymask.cli import main
 from polymask.data.batching import Batch
 from polymask.errors import PolymaskError
 from polymask.export.hf import REMOTE_DIR, export_checkpoint, sequence_head, write_export
-from polymask.export.hf_remote.modeling_polymask import PolymaskForSequenceClassification, PolymaskModel
+from polymask.export.hf_remote.modeling_polymask import (PolymaskEsmForSequenceClassification,
+                                                         PolymaskForSequenceClassification, PolymaskModel)
 from polymask.export.model_card import card_facts
 from polymask.export.samples import encode_padded, sample_texts
 from polymask.tasks.heads import SequencePredictor
@@ -27,6 +28,14 @@ LEGACY_RUN = Path(__file__).parent / "data" / "legacy_run"  # SMILES MLM written
 CASES = [("smiles", "mlm", True), ("smiles", "maelm", False), ("smiles", "exlm", True),
          ("text", "mlm", False), ("text", "maelm", True), ("text", "exlm", False),
          ("dna", "mlm", True), ("dna", "maelm", False), ("dna", "exlm", True)]
+# What `AutoModel` / `AutoModelForMaskedLM` build: the encoder is native ESM (exact GELU, 1D rotary) except
+# for ExLM's 2D rotary positions and the legacy run's tanh GELU; MAE-LM's decoder path stays remote code.
+CLASSES = {"mlm": ("EsmModel", "EsmForMaskedLM"), "maelm": ("EsmModel", "PolymaskEsmMaeForMaskedLM"),
+           "exlm": ("PolymaskModel", "PolymaskForMaskedLM"), "legacy": ("PolymaskModel", "PolymaskForMaskedLM")}
+
+
+def _kind(name: str) -> str:
+    return "legacy" if name.startswith("legacy") else name.split("-")[1]
 
 
 def _train(root: Path, modality: str, objective: str, embed_norm: bool) -> Path:
@@ -54,9 +63,12 @@ def test_transformers_alone_reproduces_every_objective_and_modality(loaded):
         print(f"{name}: hidden {result['hidden_diff']:.1e}, LM logits {result['logits_diff']:.1e}, "
               f"fill-mask {result['fill_mask'][0]}")
         assert result["same_ids"], name  # AutoTokenizer gives polymask's ids, padding included
-        assert result["hidden_diff"] < 1e-4, name
+        native = result["model_class"] == "EsmModel"
+        assert result["hidden_diff"] < (1e-5 if native else 1e-4), name
         assert result["logits_diff"] < 1e-4, name
-        assert result["model_class"] == "PolymaskModel"
+        assert (result["model_class"], result["masked_lm_class"]) == CLASSES[_kind(name)], name
+        assert result["remote"] == {"mlm": [], "maelm": ["AutoModelForMaskedLM"]}.get(_kind(name), [
+            "AutoConfig", "AutoModel", "AutoModelForMaskedLM", "AutoModelForSequenceClassification"]), name
         assert result["classifier_logits"] == [8, 2]  # AutoModelForSequenceClassification starts a new head
         assert result["tokens"] == {"mask_token": "[MASK]", "pad_token": "[PAD]", "cls_token": "[CLS]",
                                     "sep_token": "[SEP]"}
@@ -74,13 +86,24 @@ def test_the_export_checks_itself_and_writes_a_model_card(loaded):
         if not name.startswith("legacy"):  # the legacy fixture keeps only its checkpoint, not its run's metrics
             assert "| steps | 10 of 10 |" in card and "validation masked-token accuracy | 0." in card
         config = json.loads((result.folder / "config.json").read_text())
-        assert config["model_type"] == "polymask" and config["objective"] == objective
         assert config["tokenizer_class"] == "PreTrainedTokenizerFast"  # what pipeline() needs in transformers 4.45
-        assert sorted(p.name for p in result.folder.iterdir()) == [
-            "README.md", "config.json", "configuration_polymask.py", "model.safetensors", "modeling_polymask.py",
-            "tokenizer.json", "tokenizer_config.json"]
-    exlm_card = (loaded["exports"]["smiles-exlm-norm"].folder / "README.md").read_text()
-    assert "NOT how ExLM predicted in pretraining" in exlm_card
+        files = ["README.md", "config.json", "model.safetensors", "tokenizer.json", "tokenizer_config.json"]
+        if _kind(name) == "mlm":  # wholly native: no code shipped, no note
+            assert config["model_type"] == "esm" and "auto_map" not in config and result.native
+            assert config["hidden_act"] == "gelu" and config["token_dropout"] is False and not result.notes
+        else:
+            files += ["configuration_polymask.py", "modeling_polymask.py"]
+            assert len(result.notes) == 1 and "trust_remote_code=True" in result.notes[0]
+            assert "trust_remote_code=True" in card
+            if _kind(name) == "maelm":
+                assert config["model_type"] == "esm" and result.native and "decoder path" in result.notes[0]
+            else:
+                assert config["model_type"] == "polymask" and config["objective"] == objective
+        assert sorted(p.name for p in result.folder.iterdir()) == sorted(files)
+    exlm = loaded["exports"]["smiles-exlm-norm"]
+    assert "NOT how ExLM predicted in pretraining" in (exlm.folder / "README.md").read_text()
+    assert "2D rotary positions" in exlm.notes[0]
+    assert "tanh-approximated GELU" in loaded["exports"]["legacy-smiles-mlm-nonorm"].notes[0]
 
 
 def test_remote_code_imports_only_torch_and_transformers():
@@ -101,20 +124,28 @@ def test_export_never_replaces_a_folder_unasked_and_leaves_no_temporary_files(lo
     assert (folder / "model.safetensors").read_bytes() == before
     assert main(["export", "--checkpoint", str(LEGACY_RUN), "--out", str(folder), "--overwrite"]) == 0
     assert json.loads(capsys.readouterr().out)["max_abs_diff_hidden"] < 1e-4
-    assert json.loads((folder / "config.json").read_text())["embed_norm"] is False
+    config = json.loads((folder / "config.json").read_text())
+    assert config["embed_norm"] is False and config["hidden_act"] == "gelu_pytorch_tanh"  # the legacy run's
     assert not [p for p in folder.parent.iterdir() if p.name.startswith((".tmp-", ".old-"))]
 
 
-def test_a_fine_tuned_head_exports_with_regression_targets_in_original_units(loaded):
-    checkpoint = load_checkpoint(LEGACY_RUN)
+@pytest.mark.parametrize("run", ["legacy", "smiles-mlm"])
+def test_a_fine_tuned_head_exports_with_regression_targets_in_original_units(loaded, run):
+    """On a legacy (remote-code) encoder and on a native ESM one: the head is remote code either way."""
+    from transformers import AutoModel
+
+    checkpoint = load_checkpoint(LEGACY_RUN if run == "legacy" else loaded["root"] / run)
     predictor = SequencePredictor(checkpoint.build_encoder(), 2, "cls").eval()
     torch.nn.init.normal_(predictor.head.weight)
     head = sequence_head(predictor.head.weight, predictor.head.bias, "regression", ["logS", "logP"], "cls", 0.1,
                          mean=[-3.0, 2.0], std=[2.0, 0.5])
-    folder = loaded["root"] / "finetuned"
+    folder = loaded["root"] / f"finetuned-{run}"
     batch = encode_padded(checkpoint.tokenizer, ["CCO", "c1ccccc1O", "CC(=O)Nc1ccc(O)cc1"], 64)
-    write_export(folder, predictor.encoder, checkpoint.tokenizer, 64, card_facts(checkpoint), batch, head=head)
-    model = PolymaskForSequenceClassification.from_pretrained(str(folder)).eval()
+    result = write_export(folder, predictor.encoder, checkpoint.tokenizer, 64, card_facts(checkpoint), batch,
+                          head=head)
+    cls = PolymaskForSequenceClassification if run == "legacy" else PolymaskEsmForSequenceClassification
+    assert result.architectures == [cls.__name__]
+    model = cls.from_pretrained(str(folder)).eval()
     with torch.no_grad():
         expected = predictor(batch["input_ids"], batch["attention_mask"].bool()) * torch.tensor([2.0, 0.5]) + \
             torch.tensor([-3.0, 2.0])
@@ -122,13 +153,23 @@ def test_a_fine_tuned_head_exports_with_regression_targets_in_original_units(loa
     assert torch.allclose(got, expected, atol=1e-5)
     assert model.config.id2label == {0: "logS", 1: "logP"} and model.config.problem_type == "regression"
     assert model.config.tokenizer_class == "PreTrainedTokenizerFast"
+    if run != "legacy":  # the encoder alone is native: no remote code
+        encoder = AutoModel.from_pretrained(str(folder)).eval()
+        assert type(encoder).__name__ == "EsmModel"
+        with torch.no_grad():
+            hidden = encoder(**batch).last_hidden_state
+            reference = predictor.encoder(batch["input_ids"], attention_mask=batch["attention_mask"].bool())
+        real = batch["attention_mask"].bool()
+        assert (hidden[real] - reference[real]).abs().max() < 1e-5
+        assert "the fine-tuned head" in result.notes[0] and "trust_remote_code=True" in result.notes[0]
 
 
 def test_the_fill_mask_pipeline_finds_the_tokenizer_from_the_folder_alone(loaded):
-    """docs/export.md's form, no tokenizer=: the same predictions as with the tokenizer given."""
+    """docs/export.md's form, no tokenizer=: the same predictions as with the tokenizer given (a remote-code
+    folder: a native one is covered by the round trip)."""
     from transformers import AutoTokenizer, pipeline
 
-    folder = str(loaded["exports"]["smiles-mlm-norm"].folder)
+    folder = str(loaded["exports"]["smiles-exlm-norm"].folder)
     plain = pipeline("fill-mask", model=folder, trust_remote_code=True)
     given = pipeline("fill-mask", model=folder, tokenizer=AutoTokenizer.from_pretrained(folder), trust_remote_code=True)
     assert type(plain.tokenizer) is type(given.tokenizer) and plain.tokenizer.mask_token == "[MASK]"

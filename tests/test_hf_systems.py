@@ -50,12 +50,15 @@ def save_bert(folder: Path, characters: str, with_tokenizer: bool = True, positi
 
 @pytest.fixture(scope="module")
 def folders(tmp_path_factory: pytest.TempPathFactory) -> dict[str, Path]:
-    """A tiny polymask SMILES run, its `polymask export`, and a tiny BERT folder."""
+    """A tiny polymask SMILES run, its `polymask export` (native ESM), a remote-code export (the legacy run's tanh
+    GELU has no native counterpart), and a tiny BERT folder."""
     root = tmp_path_factory.mktemp("hf-systems")
     run = root / "tiny-smiles"
     train(tiny_config("smiles", run, max_steps=10, threads=1))
     assert main(["export", "--checkpoint", str(run), "--out", str(root / "tiny-smiles-export")]) == 0
-    return {"run": run, "export": root / "tiny-smiles-export", "bert": save_bert(root / "tiny-bert", SMILES_CHARACTERS)}
+    assert main(["export", "--checkpoint", str(LEGACY_RUN), "--out", str(root / "legacy-export")]) == 0
+    return {"run": run, "export": root / "tiny-smiles-export", "remote_export": root / "legacy-export",
+            "bert": save_bert(root / "tiny-bert", SMILES_CHARACTERS)}
 
 
 def benchmark_rows(out: Path, *checkpoints: Path, references: bool = True) -> dict[str, dict]:
@@ -98,7 +101,7 @@ def test_polymask_export_alone_scores_as_its_checkpoint_and_its_untrained_row_is
     assert exported["rmse_values"] == pytest.approx(ours["rmse_values"], rel=1e-6)
     report = json.loads((tmp_path / "export" / "results.json").read_text())
     assert report["systems"]["no pretraining"] == \
-        f"architecture of {folders['export']} (Hugging Face polymask), random initialisation"
+        f"architecture of {folders['export']} (Hugging Face esm), random initialisation"
     assert math.isfinite(rows["no pretraining"]["rmse_mean"])
 
 
@@ -142,7 +145,7 @@ def foreign_code(root: Path, folders: dict[str, Path]) -> Path:
 
 
 def edited_export(root: Path, folders: dict[str, Path]) -> Path:
-    folder = shutil.copytree(folders["export"], root / "edited-export")
+    folder = shutil.copytree(folders["remote_export"], root / "edited-export")
     with open(folder / "modeling_polymask.py", "a") as handle:
         handle.write("\nprint('not the code polymask ships')\n")
     return folder
@@ -151,7 +154,7 @@ def edited_export(root: Path, folders: dict[str, Path]) -> Path:
 @pytest.mark.parametrize("make, message", [
     (no_tokenizer, "no tokenizer (its vocabulary is special tokens only)"),
     (few_positions, "max_len 64 is more than the 32 positions its config.json states"),
-    (foreign_code, "its model needs its own code (auto_map in config.json)"),
+    (foreign_code, "its model needs its own code (AutoModel in config.json's auto_map)"),
     (edited_export, "a polymask export whose code (modeling_polymask.py) is not this polymask's"),
 ])
 def test_an_unusable_folder_is_one_line(folders, tmp_path, capsys, make, message):

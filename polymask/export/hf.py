@@ -24,6 +24,7 @@ from tokenizers import Tokenizer
 from polymask import jsonio
 from polymask.atomic_folder import staged_folder
 from polymask.errors import CheckpointError, PolymaskError
+from polymask.export.esm_native import HF_ACTIVATIONS, esm_config, esm_weights, native_blockers
 from polymask.export.model_card import CardFacts, card_facts, model_card
 from polymask.export.samples import sample_batch
 from polymask.model.encoder import Encoder
@@ -38,6 +39,7 @@ REMOTE_DIR = Path(__file__).parent / "hf_remote"
 REMOTE_FILES = ("configuration_polymask.py", "modeling_polymask.py")
 MLM_HEADS = ("mlm", "maelm", "exlm")  # objectives whose LM head the export carries (fill-mask)
 TOLERANCE = 1e-4
+ESM_EXTRAS = ("pooler.", "contact_head.")  # parts of transformers' EsmModel that polymask's encoder has not
 # save_tokenizer's class, named in config.json too: transformers 4.45's pipeline() loads a tokenizer for a
 # remote-code config only when the config names its class
 TOKENIZER_CLASS = "PreTrainedTokenizerFast"
@@ -78,20 +80,25 @@ class ExportResult:
     architectures: list[str]
     max_abs_diff: float | None                 # hidden states, exported vs polymask, on ``checked_records``
     checked_records: int
+    native: bool = False                       # the encoder is transformers' own EsmModel (no remote code for it)
     notes: list[str] = field(default_factory=list)
 
 
+def _prefixed(prefix: str, module: torch.nn.Module) -> dict[str, torch.Tensor]:
+    return {f"{prefix}{name}": tensor.detach().float().contiguous() for name, tensor in module.state_dict().items()}
+
+
 def hf_weights(encoder: Encoder, objective: Objective | None = None) -> dict[str, torch.Tensor]:
-    """Weights in the export's layout: the encoder under ``polymask.``; with an MLM-family ``objective``
+    """Weights in the remote-code layout: the encoder under ``polymask.``; with an MLM-family ``objective``
     also its LM head (``lm_head.``) and MAE-LM's decoder (``decoder.``). Other objective modules (ExLM's
     transition scorer) are dropped."""
-    weights = {f"polymask.{name}": tensor for name, tensor in encoder.state_dict().items()}
+    weights = _prefixed("polymask.", encoder)
     if objective is not None and isinstance(getattr(objective, "head", None), LMHead):
-        weights.update({f"lm_head.{name}": tensor for name, tensor in objective.head.state_dict().items()})
+        weights.update(_prefixed("lm_head.", objective.head))
         decoder = getattr(objective, "decoder", None)
         if decoder is not None:
-            weights.update({f"decoder.{name}": tensor for name, tensor in decoder.state_dict().items()})
-    return {name: tensor.detach().float().contiguous() for name, tensor in weights.items()}
+            weights.update(_prefixed("decoder.", decoder))
+    return weights
 
 
 def hf_config(encoder: Encoder, specials: SpecialIds, objective: Objective | None = None) -> dict[str, Any]:
@@ -102,7 +109,7 @@ def hf_config(encoder: Encoder, specials: SpecialIds, objective: Objective | Non
         "num_attention_heads": config.n_heads, "intermediate_size": config.d_ff, "hidden_dropout": config.dropout,
         "attention_dropout": config.attention_dropout, "layer_norm_eps": config.norm_eps,
         "rotary_base": config.rope_theta, "rotary_2d": config.rope_2d, "embed_norm": config.embed_norm,
-        "objective": None if objective is None else objective.config.name, "mask_token_id": specials.mask,
+        "hidden_act": HF_ACTIVATIONS[config.activation], "objective": None if objective is None else objective.config.name, "mask_token_id": specials.mask,
         "pad_token_id": specials.pad,
     }
     decoder = getattr(objective, "decoder", None)
@@ -114,43 +121,98 @@ def hf_config(encoder: Encoder, specials: SpecialIds, objective: Objective | Non
     return fields
 
 
-def _auto_map(masked_lm: bool) -> dict[str, str]:
-    classes = {"AutoConfig": "configuration_polymask.PolymaskConfig", "AutoModel": "modeling_polymask.PolymaskModel",
-               "AutoModelForSequenceClassification": "modeling_polymask.PolymaskForSequenceClassification"}
+@dataclass
+class ExportPlan:
+    """What one export writes: config fields, weights, architectures, the remote-code classes (``auto_map``)
+    and a note for each part that has no native counterpart."""
+
+    config: dict[str, Any]
+    weights: dict[str, torch.Tensor]
+    architectures: list[str]
+    auto_map: dict[str, str]
+    native: bool
+    notes: list[str] = field(default_factory=list)
+
+
+def remote_plan(encoder: Encoder, specials: SpecialIds, objective: Objective | None, head: SequenceHead | None,
+                blockers: list[str]) -> ExportPlan:
+    """Everything through ``modeling_polymask.py`` (``model_type: polymask``, ``trust_remote_code=True``)."""
+    masked_lm = objective is not None
+    auto_map = {"AutoConfig": "configuration_polymask.PolymaskConfig", "AutoModel": "modeling_polymask.PolymaskModel",
+                "AutoModelForSequenceClassification": "modeling_polymask.PolymaskForSequenceClassification"}
     if masked_lm:
-        classes["AutoModelForMaskedLM"] = "modeling_polymask.PolymaskForMaskedLM"
-    return classes
+        auto_map["AutoModelForMaskedLM"] = "modeling_polymask.PolymaskForMaskedLM"
+    architectures = ["PolymaskForMaskedLM" if masked_lm else "PolymaskModel"]
+    config, weights = hf_config(encoder, specials, objective), hf_weights(encoder, objective)
+    if head is not None:
+        config.update(head.config)
+        weights.update(head.weights)
+        architectures = ["PolymaskForSequenceClassification", *architectures[:masked_lm]]
+    note = f"no native transformers architecture: {'; '.join(blockers)}. Load with trust_remote_code=True"
+    return ExportPlan(config, weights, architectures, auto_map, False, [note])
 
 
-def _write_model(folder: Path, config_fields: dict[str, Any], weights: dict[str, torch.Tensor],
-                 architectures: list[str], masked_lm: bool) -> None:
-    from polymask.export.hf_remote.configuration_polymask import PolymaskConfig
+def native_plan(encoder: Encoder, specials: SpecialIds, max_len: int, objective: Objective | None,
+                head: SequenceHead | None) -> ExportPlan:
+    """The encoder as native ESM; MAE-LM's decoder path and a fine-tuned head through remote code."""
+    config = esm_config(encoder, specials, max_len)
+    maelm = objective is not None and getattr(objective, "decoder", None) is not None
+    plain_head = objective is not None and not maelm
+    weights = esm_weights(encoder, objective.head if plain_head else None)
+    architectures = ["EsmForMaskedLM" if plain_head else "EsmModel"]
+    auto_map: dict[str, str] = {}
+    notes = []
+    if maelm:
+        config.update({key: value for key, value in hf_config(encoder, specials, objective).items()
+                       if key.startswith("decoder_")})
+        weights.update({**_prefixed("mae_decoder.", objective.decoder), **_prefixed("mae_head.", objective.head)})
+        auto_map["AutoModelForMaskedLM"] = "modeling_polymask.PolymaskEsmMaeForMaskedLM"
+        architectures = ["PolymaskEsmMaeForMaskedLM", "EsmModel"]
+        notes.append("MAE-LM's decoder path has no native counterpart: AutoModelForMaskedLM and fill-mask need "
+                     "trust_remote_code=True (AutoModel is native EsmModel)")
+    if head is not None:
+        config.update(head.config)
+        weights.update(head.weights)
+        auto_map["AutoModelForSequenceClassification"] = "modeling_polymask.PolymaskEsmForSequenceClassification"
+        architectures = ["PolymaskEsmForSequenceClassification", *architectures[:objective is not None]]
+        notes.append("the fine-tuned head (pooling, then one linear layer) has no native counterpart: "
+                     "AutoModelForSequenceClassification needs trust_remote_code=True (AutoModel is native EsmModel)")
+    return ExportPlan(config, weights, architectures, auto_map, True, notes)
 
-    config = PolymaskConfig(**config_fields)
-    config.architectures = architectures
-    config.auto_map = _auto_map(masked_lm)
+
+def _write_model(folder: Path, plan: ExportPlan) -> None:
+    if plan.native:
+        from transformers import EsmConfig
+
+        with quiet_transformers():
+            config = EsmConfig(**{key: value for key, value in plan.config.items() if key != "model_type"})
+    else:
+        from polymask.export.hf_remote.configuration_polymask import PolymaskConfig
+
+        config = PolymaskConfig(**plan.config)
+    config.architectures = plan.architectures
+    if plan.auto_map:
+        config.auto_map = plan.auto_map
     config.tokenizer_class = TOKENIZER_CLASS
     config.save_pretrained(str(folder))
-    save_weights(weights, folder / "model.safetensors", metadata={"format": "pt"})
-    for name in REMOTE_FILES:
-        shutil.copyfile(REMOTE_DIR / name, folder / name)
+    save_weights(plan.weights, folder / "model.safetensors", metadata={"format": "pt"})
+    if plan.auto_map:
+        for name in REMOTE_FILES:
+            shutil.copyfile(REMOTE_DIR / name, folder / name)
 
 
-def check_export(folder: Path, architecture: str, encoder: Encoder,
-                 batch: dict[str, torch.Tensor] | None) -> float | None:
-    """Load the folder as ``architecture`` (every weight must be used, none missing) and return the largest
-    |difference| between its last hidden states and polymask's encoder (fp32, real positions of a padded
-    batch); None without a batch."""
+def _model_class(architecture: str) -> Any:
     from polymask.export.hf_remote import modeling_polymask
 
-    with quiet_transformers():
-        model, info = getattr(modeling_polymask, architecture).from_pretrained(str(folder), output_loading_info=True)
-    wrong = {kind: keys for kind, keys in info.items() if kind in ("missing_keys", "unexpected_keys") and keys}
-    if wrong:
-        raise CheckpointError(f"the exported weights do not fit {architecture}: {wrong}")
-    if batch is None:
-        return None
-    exported = getattr(model, "polymask", model).eval()
+    if hasattr(modeling_polymask, architecture):
+        return getattr(modeling_polymask, architecture)
+    import transformers
+
+    return getattr(transformers, architecture)
+
+
+def _hidden_difference(model: Any, encoder: Encoder, batch: dict[str, torch.Tensor]) -> float:
+    exported = getattr(model, "esm", getattr(model, "polymask", model)).eval()
     was_training = encoder.training
     encoder.eval()
     with torch.no_grad():
@@ -161,14 +223,35 @@ def check_export(folder: Path, architecture: str, encoder: Encoder,
     return float((expected[real] - got[real]).abs().max())
 
 
+def check_export(folder: Path, plan: ExportPlan, encoder: Encoder, batch: dict[str, torch.Tensor] | None) -> float | None:
+    """Load the folder as its first architecture (every weight used, none missing) and, for a native export, as
+    ``EsmModel`` (what ``AutoModel`` gives without remote code); return the largest |difference| between their last
+    hidden states and polymask's encoder (fp32, real positions of a padded batch); None without a batch."""
+    loads = list(dict.fromkeys([plan.architectures[0], *(["EsmModel"] if plan.native else [])]))
+    differences = []
+    for index, architecture in enumerate(loads):
+        with quiet_transformers():
+            model, info = _model_class(architecture).from_pretrained(str(folder), output_loading_info=True)
+        absent = ESM_EXTRAS if plan.native else ()
+        wrong = {"missing_keys": [key for key in info["missing_keys"] if not key.removeprefix("esm.").startswith(absent)],
+                 "unexpected_keys": [] if index else list(info["unexpected_keys"])}  # the second load sees heads
+        if any(wrong.values()):
+            raise CheckpointError(f"the exported weights do not fit {architecture}: {wrong}")
+        if batch is not None:
+            differences.append(_hidden_difference(model, encoder, batch))
+    return max(differences) if differences else None
+
+
 def write_export(out: Path, encoder: Encoder, tokenizer: Tokenizer, max_len: int, card: CardFacts,
                  batch: dict[str, torch.Tensor] | None, objective: Objective | None = None,
                  head: SequenceHead | None = None, overwrite: bool = False) -> ExportResult:
     """Write, check and atomically place an export of ``encoder`` with the LM head of ``objective``
     (``mlm``, ``maelm``, ``exlm``) and/or a fine-tuned ``head``.
 
-    This is the one writer: ``export_checkpoint`` calls it for pretrained checkpoints; a fine-tuned model
-    calls it with its fine-tuned encoder and ``sequence_head(...)`` of its task head.
+    The encoder is a native ``EsmModel`` where that is exact (``esm_native.native_blockers``), with only the
+    parts that have no native counterpart in remote code; otherwise the whole model is remote code. This is
+    the one writer: ``export_checkpoint`` calls it for pretrained checkpoints; a fine-tuned model calls it
+    with its fine-tuned encoder and ``sequence_head(...)`` of its task head.
     """
     out = Path(out)
     if out.exists() and not overwrite:
@@ -178,25 +261,23 @@ def write_export(out: Path, encoder: Encoder, tokenizer: Tokenizer, max_len: int
     notes = []
     if objective is not None and not masked_lm:
         notes.append(f"objective '{objective.config.name}' has no LM head the export knows: no AutoModelForMaskedLM")
-    config_fields = hf_config(encoder, specials, objective if masked_lm else None)
-    weights = hf_weights(encoder, objective if masked_lm else None)
-    architectures = ["PolymaskForMaskedLM" if masked_lm else "PolymaskModel"]
-    if head is not None:
-        config_fields.update(head.config)
-        weights.update(head.weights)
-        architectures = ["PolymaskForSequenceClassification", *(["PolymaskForMaskedLM"] if masked_lm else [])]
+    lm_objective = objective if masked_lm else None
+    blockers = native_blockers(encoder)
+    plan = (remote_plan(encoder, specials, lm_objective, head, blockers) if blockers
+            else native_plan(encoder, specials, max_len, lm_objective, head))
+    plan.notes[:0] = notes
     with staged_folder(out) as tmp:
-        _write_model(tmp, config_fields, weights, architectures, masked_lm)
+        _write_model(tmp, plan)
         save_tokenizer(tokenizer, tmp, model_max_length=max_len)
-        difference = check_export(tmp, architectures[0], encoder, batch)
+        difference = check_export(tmp, plan, encoder, batch)
         if difference is not None and difference > TOLERANCE:
             raise CheckpointError(f"the exported model differs from polymask's encoder by {difference:.2e} "
                                   f"(tolerance {TOLERANCE:g}); nothing was written to {out}")
         checked = 0 if batch is None else int(batch["input_ids"].shape[0])
-        (tmp / "README.md").write_text(model_card(card, architectures, difference, checked, head))
+        (tmp / "README.md").write_text(model_card(card, plan, difference, checked, head))
         if out.exists() and not overwrite:  # created while this export ran
             raise PolymaskError(f"{out} already exists; pass --overwrite to replace it")
-    return ExportResult(out, architectures, difference, checked, notes)
+    return ExportResult(out, plan.architectures, difference, checked, plan.native, plan.notes)
 
 
 def export_checkpoint(path: Path, out: Path, overwrite: bool = False) -> ExportResult:
@@ -210,6 +291,6 @@ def export_checkpoint(path: Path, out: Path, overwrite: bool = False) -> ExportR
 
 def export_summary(result: ExportResult) -> str:
     """One JSON line for the command line."""
-    return jsonio.dumps({"out": str(result.folder), "architectures": result.architectures,
+    return jsonio.dumps({"out": str(result.folder), "architectures": result.architectures, "native": result.native,
                        "max_abs_diff_hidden": result.max_abs_diff, "checked_records": result.checked_records,
                        "notes": result.notes})

@@ -9,7 +9,7 @@ from typing import TYPE_CHECKING, Any
 from polymask.training.checkpoint import LoadedCheckpoint
 
 if TYPE_CHECKING:
-    from polymask.export.hf import SequenceHead
+    from polymask.export.hf import ExportPlan, SequenceHead
 
 FILL_MASK = {
     "mlm": "the MLM head the encoder was pretrained with, on the encoder's output: fill-mask is the pretrained "
@@ -104,22 +104,53 @@ def _head_text(head: "SequenceHead") -> str:
     count, names = head.config["num_labels"], ", ".join(f"`{name}`" for name in head.config["id2label"].values())
     return ("`AutoModelForSequenceClassification` carries the fine-tuned task head: "
             f"{HEAD_KINDS[head.config['problem_type']]} ({count} output{'' if count == 1 else 's'}: {names}; "
-            f"{head.config['pooling']} pooling). `AutoModel` gives the fine-tuned encoder alone. No masked-LM head is "
-            "exported: fine-tuning replaced it with this task head.")
+            f"{head.config['pooling']} pooling). `AutoModel` gives the fine-tuned encoder alone.")
 
 
-def model_card(facts: CardFacts, architectures: list[str], difference: float | None, checked: int,
+def _use_lines(plan: "ExportPlan") -> list[str]:
+    """How to load the folder: natively (ESM) or with remote code, and which parts need which."""
+    if plan.native:
+        remote = ", ".join(f"`{name}`" for name in plan.auto_map)
+        return [
+            "The encoder is transformers' native `EsmModel`, weight for weight (polymask's pre-LayerNorm rotary "
+            "encoder with the exact GELU is ESM's architecture), so it loads without remote code. EsmModel's pooler "
+            "and contact head are not part of polymask's encoder: transformers initialises them and says so; "
+            "`last_hidden_state` does not use them.", "",
+            "```python",
+            "from transformers import AutoModel, AutoTokenizer",
+            "tokenizer = AutoTokenizer.from_pretrained(path)",
+            "model = AutoModel.from_pretrained(path)",
+            "hidden = model(**tokenizer(records, padding=True, return_tensors=\"pt\")).last_hidden_state",
+            "```", "",
+            *([f"Remote code (`modeling_polymask.py`, which imports only torch and transformers; "
+               f"`trust_remote_code=True`) is needed for {remote} only: " + "; ".join(plan.notes) + ".", ""]
+              if plan.auto_map else []),
+        ]
+    return [
+        "This model has no native transformers architecture: " + "; ".join(plan.notes) + ". Its architecture is "
+        "shipped as `modeling_polymask.py` (it imports only torch and transformers):", "",
+        "```python",
+        "from transformers import AutoModel, AutoTokenizer",
+        "tokenizer = AutoTokenizer.from_pretrained(path, trust_remote_code=True)  # reads config.json too",
+        "model = AutoModel.from_pretrained(path, trust_remote_code=True)",
+        "hidden = model(**tokenizer(records, padding=True, return_tensors=\"pt\")).last_hidden_state",
+        "```", "",
+    ]
+
+
+def model_card(facts: CardFacts, plan: "ExportPlan", difference: float | None, checked: int,
                head: "SequenceHead | None" = None) -> str:
     """The README.md text (YAML front matter for the Hub, then the card)."""
     objective = facts.objective["name"]
     encoder = facts.encoder
-    masked_lm = "PolymaskForMaskedLM" in architectures
+    masked_lm = any(name.endswith("ForMaskedLM") for name in plan.architectures)
     pipeline_tag = "text-classification" if head is not None else "fill-mask" if masked_lm else "feature-extraction"
-    tags = ["polymask", facts.modality["name"], objective]
+    tags = ["polymask", facts.modality["name"], objective, *(["esm"] if plan.native else [])]
     validation = facts.validation
     check = (f"max |difference| {difference:.1e} on {checked} real records (of the training corpus, or of the modality's "
              "built-in corpus where that is not on hand), padded into one batch"
              if difference is not None else "not checked (no corpus of the modality could be read)")
+    fill_remote = masked_lm and "AutoModelForMaskedLM" in plan.auto_map
     lines = [
         "---", "library_name: transformers", f"pipeline_tag: {pipeline_tag}",
         "tags:", *[f"- {tag}" for tag in tags], "---", "",
@@ -130,7 +161,9 @@ def model_card(facts: CardFacts, architectures: list[str], difference: float | N
         f"| modality | {_options(facts.modality)} |",
         f"| objective | {_options(facts.objective)} |",
         f"| encoder | {encoder['n_layers']} layers x {encoder['d_model']}, {encoder['n_heads']} heads, MLP "
-        f"{encoder['d_ff']}, embedding LayerNorm {'on' if encoder['embed_norm'] else 'off'} |",
+        f"{encoder['d_ff']} ({'exact' if encoder.get('activation') == 'gelu' else 'tanh-approximated'} GELU), "
+        f"embedding LayerNorm {'on' if encoder['embed_norm'] else 'off'} |",
+        f"| transformers architecture | {', '.join(f'`{name}`' for name in plan.architectures)} |",
         f"| data | {facts.data}" + (f", {facts.records:,} records" if facts.records else "") + " |",
         f"| steps | {_number(facts.step)} of {_number(facts.max_steps)} |",
         f"| validation masked-token accuracy | {_number(validation.get('val_accuracy'))} "
@@ -141,24 +174,16 @@ def model_card(facts: CardFacts, architectures: list[str], difference: float | N
           if facts.task else []),
         "",
         "## Use", "",
-        "The architecture is polymask's own (shipped as `modeling_polymask.py`, which imports only torch and "
-        "transformers), so load with `trust_remote_code=True`:", "",
-        "```python",
-        "from transformers import AutoModel, AutoTokenizer",
-        "tokenizer = AutoTokenizer.from_pretrained(path, trust_remote_code=True)  # reads config.json too",
-        "model = AutoModel.from_pretrained(path, trust_remote_code=True)",
-        "hidden = model(**tokenizer(records, padding=True, return_tensors=\"pt\")).last_hidden_state",
-        "```", "",
+        *_use_lines(plan),
         "Prepare each record as polymask did before tokenising (`Modality.normalize`, then "
         "`Modality.tokenizer_input`; the modality's options are listed above): the tokenizer alone does not "
         "validate or canonicalise (for example, SMILES were RDKit-canonicalised, DNA upper-cased with ambiguity "
         "codes as N and, for overlapping k-mers, written as space-separated k-mers).", "",
     ]
     if masked_lm:
-        lines += ["`AutoModelForMaskedLM` and `pipeline(\"fill-mask\", model=path, tokenizer=AutoTokenizer.from_pretrained"
-                  "(path), trust_remote_code=True)` (transformers 4.x loads no tokenizer for a remote-code model "
-                  "without `tokenizer=`) use "
-                  + FILL_MASK[objective], ""]
+        loading = ("`pipeline(\"fill-mask\", model=path, trust_remote_code=True)`" if fill_remote
+                   else "`pipeline(\"fill-mask\", model=path)`")
+        lines += [f"`AutoModelForMaskedLM` and {loading} use " + FILL_MASK[objective], ""]
     elif head is None:
         lines += ["No masked-LM head is exported for this objective: use `AutoModel`.", ""]
     if head is not None:

@@ -21,6 +21,7 @@ from polymask.inference.columns import REASON, prediction_columns
 from polymask.inference.records import Encoded, Inputs, as_inputs, encode_records, run_batched
 from polymask.inference.saved import read_finetuned
 from polymask.modalities import MODALITIES, Modality
+from polymask.encoder_config import fill_legacy_defaults
 from polymask.model.encoder import Encoder, EncoderConfig
 from polymask.tasks.heads import TASK_HEADS, Pooling, SequencePredictor, pool as pool_states
 from polymask.tokenization import SpecialIds
@@ -122,6 +123,7 @@ class FinetunedModel(AppliedEncoder):
         self.folder = Path(folder)
         self.meta = meta
         self.task: dict[str, Any] = meta["task"]
+        fill_legacy_defaults(meta["encoder"]["config"])
         encoder = Encoder(EncoderConfig.model_validate(meta["encoder"]["config"]), meta["encoder"]["vocab_size"])
         if self.task["kind"] == "span":
             from polymask.tasks.span import SpanPredictor

@@ -29,7 +29,7 @@ class Encoder(nn.Module):
         self.rotary = RotaryEmbedding(config.d_model // config.n_heads, config.rope_theta, self.rope_sections)
         self.blocks = nn.ModuleList(
             Block(config.d_model, config.n_heads, config.d_ff, config.dropout, config.attention_dropout,
-                  config.norm_eps, self.rope_sections)
+                  config.norm_eps, self.rope_sections, config.activation)
             for _ in range(config.n_layers))
         self.norm = nn.LayerNorm(config.d_model, eps=config.norm_eps)
         self.reset_parameters()

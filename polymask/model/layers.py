@@ -95,26 +95,32 @@ class SelfAttention(nn.Module):
         return self.proj(y.transpose(1, 2).reshape(batch, length, width))
 
 
+def gelu(x: Tensor, activation: str) -> Tensor:
+    """``activation`` of ``EncoderConfig``: ``gelu`` (exact, erf) or ``gelu_tanh`` (tanh approximation)."""
+    return F.gelu(x, approximate="tanh" if activation == "gelu_tanh" else "none")
+
+
 class MLP(nn.Module):
-    def __init__(self, d_model: int, d_ff: int) -> None:
+    def __init__(self, d_model: int, d_ff: int, activation: str) -> None:
         super().__init__()
+        self.activation = activation
         self.fc = nn.Linear(d_model, d_ff)
         self.proj = nn.Linear(d_ff, d_model)
 
     def forward(self, x: Tensor) -> Tensor:
-        return self.proj(F.gelu(self.fc(x), approximate="tanh"))
+        return self.proj(gelu(self.fc(x), self.activation))
 
 
 class Block(nn.Module):
     """Pre-LayerNorm Transformer block."""
 
     def __init__(self, d_model: int, n_heads: int, d_ff: int, dropout: float, attention_dropout: float,
-                 norm_eps: float, rope_sections: int) -> None:
+                 norm_eps: float, rope_sections: int, activation: str) -> None:
         super().__init__()
         self.norm1 = nn.LayerNorm(d_model, eps=norm_eps)
         self.attn = SelfAttention(d_model, n_heads, attention_dropout, rope_sections)
         self.norm2 = nn.LayerNorm(d_model, eps=norm_eps)
-        self.mlp = MLP(d_model, d_ff)
+        self.mlp = MLP(d_model, d_ff, activation)
         self.drop = nn.Dropout(dropout)
 
     def forward(self, x: Tensor, rope: tuple[Tensor, Tensor], attn_mask: Tensor | None) -> Tensor:

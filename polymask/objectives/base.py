@@ -18,6 +18,7 @@ from torch import Tensor, nn
 from polymask.data.batching import Batch
 from polymask.data.masking import maskable_positions, sample_mask
 from polymask.model.encoder import Encoder
+from polymask.model.layers import gelu
 from polymask.schema import ComponentConfig
 from polymask.tokenization import SpecialIds
 
@@ -40,8 +41,9 @@ class ObjectiveOutput:
 class LMHead(nn.Module):
     """BERT's prediction head: dense -> GELU -> LayerNorm -> tied vocabulary projection (+ bias)."""
 
-    def __init__(self, d_model: int, embedding: nn.Embedding, norm_eps: float = 1e-5) -> None:
+    def __init__(self, d_model: int, embedding: nn.Embedding, norm_eps: float = 1e-5, activation: str = "gelu") -> None:
         super().__init__()
+        self.activation = activation
         self.dense = nn.Linear(d_model, d_model)
         self.norm = nn.LayerNorm(d_model, eps=norm_eps)
         self.embedding = [embedding]  # a list, so the tied weight is not registered (or saved) twice
@@ -50,7 +52,7 @@ class LMHead(nn.Module):
         nn.init.zeros_(self.dense.bias)
 
     def forward(self, hidden: Tensor) -> Tensor:
-        hidden = self.norm(F.gelu(self.dense(hidden), approximate="tanh"))
+        hidden = self.norm(gelu(self.dense(hidden), self.activation))
         return F.linear(hidden, self.embedding[0].weight, self.bias)
 
     @torch.no_grad()

@@ -15,14 +15,14 @@ class ShallowDecoder(nn.Module):
     """
 
     def __init__(self, d_encoder: int, width: int, n_layers: int, n_heads: int, d_ff: int, dropout: float,
-                 norm_eps: float, rope_theta: float) -> None:
+                 norm_eps: float, rope_theta: float, activation: str) -> None:
         super().__init__()
         if width % n_heads or (width // n_heads) % 2:
             raise ValueError(f"decoder width {width} / heads {n_heads} must be a whole, even head dimension")
         narrower = width != d_encoder
         self.project_in = nn.Linear(d_encoder, width) if narrower else nn.Identity()
         self.rotary = RotaryEmbedding(width // n_heads, rope_theta)
-        self.blocks = nn.ModuleList(Block(width, n_heads, d_ff, dropout, dropout, norm_eps, 1) for _ in range(n_layers))
+        self.blocks = nn.ModuleList(Block(width, n_heads, d_ff, dropout, dropout, norm_eps, 1, activation) for _ in range(n_layers))
         self.norm = nn.LayerNorm(width, eps=norm_eps)
         self.project_out = nn.Linear(width, d_encoder) if narrower else nn.Identity()
         for name, module in self.named_modules():

@@ -83,7 +83,7 @@ class ExLM(Objective):
         if encoder.config.rope_2d != config.rope_2d:
             raise ValueError(f"ExLM with rope_2d={config.rope_2d} needs an encoder built with the same setting")
         d_model = encoder.config.d_model
-        self.head = LMHead(d_model, encoder.embed, encoder.config.norm_eps)
+        self.head = LMHead(d_model, encoder.embed, encoder.config.norm_eps, encoder.config.activation)
         self.transitions = TransitionScorer(d_model, encoder.config.n_heads, config.max_slots)
 
     @classmethod

@@ -45,8 +45,8 @@ class MAELM(Objective):
         heads = config.decoder_heads or max(1, width // (enc.d_model // enc.n_heads))
         layers = config.decoder_layers or max(1, enc.n_layers // 3)
         self.decoder = ShallowDecoder(enc.d_model, width, layers, heads, 4 * width, config.decoder_dropout,
-                                      enc.norm_eps, enc.rope_theta)
-        self.head = LMHead(enc.d_model, encoder.embed, enc.norm_eps)
+                                      enc.norm_eps, enc.rope_theta, enc.activation)
+        self.head = LMHead(enc.d_model, encoder.embed, enc.norm_eps, enc.activation)
 
     def predict(self, batch: Batch, selected: Tensor) -> Tensor:
         """Vocabulary logits (M, V) at the removed positions, in the order of ``input_ids[selected]``."""

@@ -33,7 +33,7 @@ class MaskedLM(Objective):
 
     def __init__(self, config: MLMConfig, encoder: Encoder, specials: SpecialIds, mask_span: int = 1) -> None:
         super().__init__(config, encoder, specials, mask_span)
-        self.head = LMHead(encoder.config.d_model, encoder.embed, encoder.config.norm_eps)
+        self.head = LMHead(encoder.config.d_model, encoder.embed, encoder.config.norm_eps, encoder.config.activation)
 
     def corrupt(self, batch: Batch, generator: torch.Generator) -> tuple[torch.Tensor, torch.Tensor]:
         """The selected positions (B, L) and the corrupted input ids."""

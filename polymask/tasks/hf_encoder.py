@@ -4,7 +4,7 @@ A folder is told apart from a polymask checkpoint by its files (``is_hf_folder``
 polymask's run, checkpoint or model files. It loads with ``AutoModel`` and ``AutoTokenizer`` from local files
 only. Remote code runs for polymask's own export alone (``model_type: polymask``, its code files byte for byte
 those this polymask ships, which ``polymask export`` copies in); any other folder that needs remote code
-(``auto_map`` in its config.json) is refused in one line.
+(``AutoConfig``, ``AutoModel`` or ``AutoTokenizer`` in its config.json's ``auto_map``) is refused in one line.
 
 Three small adapters let ``finetune`` take such a folder unchanged: ``HFEncoder`` (the model's last hidden
 state where ``Encoder``'s output goes), ``HFTokenizer`` (the folder's own tokenizer where a
@@ -62,9 +62,10 @@ def _remote_code(folder: Path, config: dict) -> bool:
             raise CheckpointError(f"{folder}: a polymask export whose code ({', '.join(differing)}) is not this "
                                   f"polymask's; export the checkpoint again with `polymask export`")
         return True
-    if "auto_map" in config:
-        raise CheckpointError(f"{folder}: its model needs its own code (auto_map in config.json); polymask runs the "
-                              f"remote code of its own exports only")
+    needs_code = sorted(set(config.get("auto_map") or {}) & {"AutoConfig", "AutoModel", "AutoTokenizer"})
+    if needs_code:  # remote code for other classes only (a native polymask export's heads) is never run here
+        raise CheckpointError(f"{folder}: its model needs its own code ({', '.join(needs_code)} in config.json's "
+                              f"auto_map); polymask runs the remote code of its own exports only")
     return False
 
 

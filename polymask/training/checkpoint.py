@@ -40,6 +40,7 @@ from tokenizers import Tokenizer
 from polymask.atomic_folder import move_into_place
 from polymask.builtin_models import FACTS as BUILTIN_FACTS, checkpoint_path, is_builtin, not_found
 from polymask.errors import CheckpointError, ConfigError, DataError, TrainingDiverged
+from polymask.encoder_config import fill_legacy_defaults
 from polymask.jsonio import dumps
 from polymask.model.encoder import Encoder, EncoderConfig
 from polymask.tokenization import load_tokenizer, save_tokenizer
@@ -286,15 +287,11 @@ class LoadedCheckpoint:
 
 
 def upgrade_legacy_configs(run_config: dict[str, Any], encoder_config: dict[str, Any]) -> None:
-    """Fill in, in place, the settings a checkpoint written before they existed was trained with.
-
-    ``embed_norm`` (the embedding LayerNorm) arrived after the first checkpoints: an encoder config
-    without the key was trained without the norm, and loads without it.
-    """
-    if "embed_norm" not in encoder_config:
-        encoder_config["embed_norm"] = False
+    """Fill in, in place, the encoder settings a checkpoint written before they existed was trained with
+    (``encoder_config.LEGACY_DEFAULTS``: no embedding LayerNorm, the tanh GELU), in the run config too."""
+    for key in fill_legacy_defaults(encoder_config):
         if isinstance(run_config.get("model"), dict):
-            run_config["model"]["embed_norm"] = False
+            run_config["model"][key] = encoder_config[key]
 
 
 def run_config_name(folder: Path) -> str:

@@ -11,14 +11,15 @@ class PolymaskConfig(PretrainedConfig):
     head on the encoder's output, ``maelm`` removes [MASK] tokens from the encoder's input and lets
     MAE-LM's shallow decoder (``decoder_*``) reconstruct them, as in pretraining.
     ``pooling`` (cls or mean) and ``classifier_dropout`` shape ``PolymaskForSequenceClassification``.
+    ``hidden_act``: ``gelu`` (exact) or ``gelu_pytorch_tanh`` (tanh approximation), in the MLPs and the LM head.
     """
 
     model_type = "polymask"
 
     def __init__(self, vocab_size=64, hidden_size=256, num_hidden_layers=4, num_attention_heads=4,
                  intermediate_size=1024, hidden_dropout=0.0, attention_dropout=0.0, layer_norm_eps=1e-5,
-                 rotary_base=10000.0, rotary_2d=False, embed_norm=True, objective="mlm", decoder_layers=0,
-                 decoder_width=0, decoder_heads=0, decoder_intermediate_size=0, decoder_dropout=0.0,
+                 rotary_base=10000.0, rotary_2d=False, embed_norm=True, hidden_act="gelu_pytorch_tanh",
+                 objective="mlm", decoder_layers=0, decoder_width=0, decoder_heads=0, decoder_intermediate_size=0, decoder_dropout=0.0,
                  pooling="mean", classifier_dropout=0.1, mask_token_id=4, pad_token_id=0, **kwargs):
         self.vocab_size = vocab_size
         self.hidden_size = hidden_size
@@ -31,6 +32,9 @@ class PolymaskConfig(PretrainedConfig):
         self.rotary_base = rotary_base
         self.rotary_2d = rotary_2d
         self.embed_norm = embed_norm
+        if hidden_act not in ("gelu", "gelu_pytorch_tanh"):
+            raise ValueError(f"hidden_act must be gelu or gelu_pytorch_tanh, not {hidden_act!r}")
+        self.hidden_act = hidden_act
         self.objective = objective
         self.decoder_layers = decoder_layers
         self.decoder_width = decoder_width

@@ -3,19 +3,24 @@
 The architecture is polymask's ``Encoder``, reproduced operation for operation so that hidden states
 match the pretrained model: token embedding -> optional embedding LayerNorm -> pre-LayerNorm blocks
 (fused qkv projection with biases, rotary positions half-split within each rotary section, scaled
-dot-product attention, MLP with tanh-approximated GELU) -> final LayerNorm. No native transformers
-architecture matches it exactly (ESM, the closest, hard-codes the erf GELU).
+dot-product attention, MLP with the exact or the tanh-approximated GELU) -> final LayerNorm.
 
-Classes: ``PolymaskModel`` (AutoModel), ``PolymaskForMaskedLM`` (AutoModelForMaskedLM, fill-mask) and
+Classes for a ``polymask`` config (an encoder with no native counterpart: tanh GELU, ExLM's 2D rotary
+positions): ``PolymaskModel`` (AutoModel), ``PolymaskForMaskedLM`` (AutoModelForMaskedLM, fill-mask) and
 ``PolymaskForSequenceClassification`` (AutoModelForSequenceClassification).
+
+Classes for an ``esm`` config (the encoder is transformers' native ``EsmModel``; only the part without a
+native counterpart runs from here): ``PolymaskEsmForSequenceClassification`` (a fine-tuned polymask task
+head) and ``PolymaskEsmMaeForMaskedLM`` (MAE-LM's decoder path).
 """
 from typing import Optional, Tuple
 
 import torch
 import torch.nn.functional as F
 from torch import Tensor, nn
-from transformers import PreTrainedModel
+from transformers import PretrainedConfig, PreTrainedModel
 from transformers.modeling_outputs import BaseModelOutput, MaskedLMOutput, SequenceClassifierOutput
+from transformers.models.esm.modeling_esm import EsmModel, EsmPreTrainedModel
 
 from .configuration_polymask import PolymaskConfig
 
@@ -60,26 +65,32 @@ class PolymaskAttention(nn.Module):
         return self.proj(y.transpose(1, 2).reshape(batch, length, width))
 
 
+def gelu(x: Tensor, hidden_act: str) -> Tensor:
+    """``gelu`` (exact, erf) or ``gelu_pytorch_tanh`` (tanh approximation)."""
+    return F.gelu(x, approximate="tanh" if hidden_act == "gelu_pytorch_tanh" else "none")
+
+
 class PolymaskMLP(nn.Module):
-    def __init__(self, width: int, inner: int) -> None:
+    def __init__(self, width: int, inner: int, hidden_act: str) -> None:
         super().__init__()
+        self.hidden_act = hidden_act
         self.fc = nn.Linear(width, inner)
         self.proj = nn.Linear(inner, width)
 
     def forward(self, x: Tensor) -> Tensor:
-        return self.proj(F.gelu(self.fc(x), approximate="tanh"))
+        return self.proj(gelu(self.fc(x), self.hidden_act))
 
 
 class PolymaskBlock(nn.Module):
     """Pre-LayerNorm block: x + attn(norm1(x)), then x + mlp(norm2(x))."""
 
     def __init__(self, width: int, heads: int, inner: int, dropout: float, attention_dropout: float, eps: float,
-                 sections: int) -> None:
+                 sections: int, hidden_act: str) -> None:
         super().__init__()
         self.norm1 = nn.LayerNorm(width, eps=eps)
         self.attn = PolymaskAttention(width, heads, attention_dropout, sections)
         self.norm2 = nn.LayerNorm(width, eps=eps)
-        self.mlp = PolymaskMLP(width, inner)
+        self.mlp = PolymaskMLP(width, inner, hidden_act)
         self.drop = nn.Dropout(dropout)
 
     def forward(self, x: Tensor, rope: Tuple[Tensor, Tensor], key_mask: Optional[Tensor]) -> Tensor:
@@ -123,7 +134,7 @@ class PolymaskModel(PolymaskPreTrainedModel):
         self.drop = nn.Dropout(config.hidden_dropout)
         self.blocks = nn.ModuleList(
             PolymaskBlock(width, config.num_attention_heads, config.intermediate_size, config.hidden_dropout,
-                          config.attention_dropout, config.layer_norm_eps, self.sections)
+                          config.attention_dropout, config.layer_norm_eps, self.sections, config.hidden_act)
             for _ in range(config.num_hidden_layers))
         self.norm = nn.LayerNorm(width, eps=config.layer_norm_eps)
         self.post_init()
@@ -169,30 +180,31 @@ def _return_dict(config: PolymaskConfig, requested: Optional[bool]) -> bool:
 
 
 class PolymaskLMHead(nn.Module):
-    """dense -> GELU (tanh) -> LayerNorm -> the input embedding matrix (tied) + bias."""
+    """dense -> GELU -> LayerNorm -> the input embedding matrix (tied) + bias."""
 
-    def __init__(self, config: PolymaskConfig) -> None:
+    def __init__(self, config: PretrainedConfig) -> None:
         super().__init__()
+        self.hidden_act = config.hidden_act
         self.dense = nn.Linear(config.hidden_size, config.hidden_size)
         self.norm = nn.LayerNorm(config.hidden_size, eps=config.layer_norm_eps)
         self.bias = nn.Parameter(torch.zeros(config.vocab_size))
 
     def forward(self, hidden: Tensor, embedding: Tensor) -> Tensor:
-        return F.linear(self.norm(F.gelu(self.dense(hidden), approximate="tanh")), embedding, self.bias)
+        return F.linear(self.norm(gelu(self.dense(hidden), self.hidden_act)), embedding, self.bias)
 
 
 class PolymaskDecoder(nn.Module):
     """MAE-LM's shallow decoder: own 1D rotary positions over the full-length sequence."""
 
-    def __init__(self, config: PolymaskConfig) -> None:
+    def __init__(self, config: PretrainedConfig) -> None:
         super().__init__()
         width, hidden = config.decoder_width, config.hidden_size
         self.heads = config.decoder_heads
-        self.base = config.rotary_base
+        self.base = getattr(config, "rotary_base", None) or config.rope_theta
         self.project_in = nn.Linear(hidden, width) if width != hidden else None
         self.blocks = nn.ModuleList(
             PolymaskBlock(width, config.decoder_heads, config.decoder_intermediate_size, config.decoder_dropout,
-                          config.decoder_dropout, config.layer_norm_eps, 1)
+                          config.decoder_dropout, config.layer_norm_eps, 1, config.hidden_act)
             for _ in range(config.decoder_layers))
         self.norm = nn.LayerNorm(width, eps=config.layer_norm_eps)
         self.project_out = nn.Linear(width, hidden) if width != hidden else None
@@ -235,28 +247,37 @@ class PolymaskForMaskedLM(PolymaskPreTrainedModel):
                 output_attentions: Optional[bool] = None, output_hidden_states: Optional[bool] = None,
                 return_dict: Optional[bool] = None):
         """``labels`` (B, L): token ids, -100 where no loss is wanted."""
-        encoder_mask = attention_mask
-        masked = None
-        if self.decoder is not None:
-            if input_ids is None:
-                raise ValueError("MAE-LM's head needs input_ids, to find the [MASK] tokens")
-            masked = input_ids == self.config.mask_token_id
-            real = torch.ones_like(masked) if attention_mask is None else attention_mask.bool()
-            encoder_mask = real & ~masked
-        outputs = self.polymask(input_ids, attention_mask=encoder_mask, position_ids=position_ids,
-                                inputs_embeds=inputs_embeds, output_attentions=output_attentions,
-                                output_hidden_states=output_hidden_states, return_dict=True)
-        hidden = outputs.last_hidden_state
-        embedding = self.polymask.embed.weight
-        if self.decoder is not None:
-            mask_embedding = embedding[self.config.mask_token_id].to(hidden.dtype)
-            hidden = self.decoder(torch.where(masked.unsqueeze(-1), mask_embedding, hidden), attention_mask)
-        logits = self.lm_head(hidden, embedding)
-        loss = None
-        if labels is not None:
-            loss = F.cross_entropy(logits.float().view(-1, logits.shape[-1]), labels.view(-1), ignore_index=-100)
-        output = MaskedLMOutput(loss=loss, logits=logits, hidden_states=outputs.hidden_states)
-        return output if _return_dict(self.config, return_dict) else output.to_tuple()
+        return masked_lm_forward(self.config, self.polymask, self.polymask.embed.weight, self.decoder, self.lm_head,
+                                 input_ids, attention_mask, labels, return_dict, position_ids=position_ids,
+                                 inputs_embeds=inputs_embeds, output_attentions=output_attentions,
+                                 output_hidden_states=output_hidden_states)
+
+
+def masked_lm_forward(config: PretrainedConfig, encoder: nn.Module, embedding: Tensor, decoder: Optional[nn.Module],
+                      lm_head: PolymaskLMHead, input_ids: Optional[Tensor], attention_mask: Optional[Tensor],
+                      labels: Optional[Tensor], return_dict: Optional[bool], **encoder_kwargs) -> MaskedLMOutput:
+    """Logits of the LM head on the encoder output; with MAE-LM's ``decoder``, the encoder sees no [MASK]
+    (a key mask hides them, the others keep their positions), the [MASK] embedding takes their place in
+    its output, and the decoder reconstructs them."""
+    encoder_mask = attention_mask
+    masked = None
+    if decoder is not None:
+        if input_ids is None:
+            raise ValueError("MAE-LM's head needs input_ids, to find the [MASK] tokens")
+        masked = input_ids == config.mask_token_id
+        real = torch.ones_like(masked) if attention_mask is None else attention_mask.bool()
+        encoder_mask = real & ~masked
+    outputs = encoder(input_ids, attention_mask=encoder_mask, return_dict=True, **encoder_kwargs)
+    hidden = outputs.last_hidden_state
+    if decoder is not None:
+        mask_embedding = embedding[config.mask_token_id].to(hidden.dtype)
+        hidden = decoder(torch.where(masked.unsqueeze(-1), mask_embedding, hidden), attention_mask)
+    logits = lm_head(hidden, embedding)
+    loss = None
+    if labels is not None:
+        loss = F.cross_entropy(logits.float().view(-1, logits.shape[-1]), labels.view(-1), ignore_index=-100)
+    output = MaskedLMOutput(loss=loss, logits=logits, hidden_states=outputs.hidden_states)
+    return output if _return_dict(config, return_dict) else output.to_tuple()
 
 
 def pool(hidden: Tensor, attention_mask: Optional[Tensor], pooling: str) -> Tensor:
@@ -289,17 +310,74 @@ class PolymaskForSequenceClassification(PolymaskPreTrainedModel):
         outputs = self.polymask(input_ids, attention_mask=attention_mask, position_ids=position_ids,
                                 inputs_embeds=inputs_embeds, output_attentions=output_attentions,
                                 output_hidden_states=output_hidden_states, return_dict=True)
-        logits = self.classifier(self.dropout(pool(outputs.last_hidden_state, attention_mask, self.config.pooling)))
-        loss = None
-        if labels is not None:
-            loss = self._loss(logits.float(), labels)
-        output = SequenceClassifierOutput(loss=loss, logits=logits, hidden_states=outputs.hidden_states)
-        return output if _return_dict(self.config, return_dict) else output.to_tuple()
+        return classify(self, outputs, attention_mask, labels, return_dict)
 
-    def _loss(self, logits: Tensor, labels: Tensor) -> Tensor:
-        kind = self.config.problem_type
-        if kind == "regression":
-            return F.mse_loss(logits.squeeze(-1), labels.float().view_as(logits.squeeze(-1)))
-        if kind == "multi_label_classification":
-            return F.binary_cross_entropy_with_logits(logits, labels.float())
-        return F.cross_entropy(logits, labels.view(-1))
+
+def classify(model: PreTrainedModel, outputs: BaseModelOutput, attention_mask: Optional[Tensor],
+             labels: Optional[Tensor], return_dict: Optional[bool]) -> SequenceClassifierOutput:
+    """``model.classifier`` on the pooled encoder output, with the loss of ``config.problem_type``."""
+    config = model.config
+    logits = model.classifier(model.dropout(pool(outputs.last_hidden_state, attention_mask, config.pooling)))
+    loss = None
+    if labels is not None:
+        loss = classification_loss(config.problem_type, logits.float(), labels)
+    output = SequenceClassifierOutput(loss=loss, logits=logits, hidden_states=outputs.hidden_states)
+    return output if _return_dict(config, return_dict) else output.to_tuple()
+
+
+def classification_loss(kind: Optional[str], logits: Tensor, labels: Tensor) -> Tensor:
+    if kind == "regression":
+        return F.mse_loss(logits.squeeze(-1), labels.float().view_as(logits.squeeze(-1)))
+    if kind == "multi_label_classification":
+        return F.binary_cross_entropy_with_logits(logits, labels.float())
+    return F.cross_entropy(logits, labels.view(-1))
+
+
+class PolymaskEsmForSequenceClassification(EsmPreTrainedModel):
+    """Native ``EsmModel`` -> pooling (``config.pooling``) -> dropout -> linear layer: a polymask fine-tuned
+    head on an encoder exported as ESM (``EsmForSequenceClassification``'s head is a different one)."""
+
+    _keys_to_ignore_on_load_unexpected = [r"^lm_head\.", r"^mae_"]  # the pretraining heads
+    _keys_to_ignore_on_load_missing = [r"contact_head\."]  # ESM's protein contact head, not polymask's
+
+    def __init__(self, config: PretrainedConfig) -> None:
+        super().__init__(config)
+        self.esm = EsmModel(config, add_pooling_layer=False)
+        self.dropout = nn.Dropout(config.classifier_dropout)
+        self.classifier = nn.Linear(config.hidden_size, config.num_labels)
+        self.post_init()
+
+    def forward(self, input_ids: Optional[Tensor] = None, attention_mask: Optional[Tensor] = None,
+                inputs_embeds: Optional[Tensor] = None, labels: Optional[Tensor] = None,
+                output_hidden_states: Optional[bool] = None, return_dict: Optional[bool] = None, **kwargs):
+        outputs = self.esm(input_ids, attention_mask=attention_mask, inputs_embeds=inputs_embeds,
+                           output_hidden_states=output_hidden_states, return_dict=True)
+        return classify(self, outputs, attention_mask, labels, return_dict)
+
+
+class PolymaskEsmMaeForMaskedLM(EsmPreTrainedModel):
+    """MAE-LM's prediction path on a native ``EsmModel``: [MASK] tokens hidden from the encoder, the [MASK]
+    embedding in their place, the shallow decoder (``mae_decoder``) and head (``mae_head``) reconstruct them.
+    Its weights are named apart from ``EsmForMaskedLM``'s ``lm_head`` so that loading the folder as that class
+    leaves its head visibly untrained instead of half-filled."""
+
+    _keys_to_ignore_on_load_unexpected = [r"^classifier\."]
+    _keys_to_ignore_on_load_missing = [r"contact_head\."]  # ESM's protein contact head, not polymask's
+
+    def __init__(self, config: PretrainedConfig) -> None:
+        super().__init__(config)
+        self.esm = EsmModel(config, add_pooling_layer=False)
+        self.mae_decoder = PolymaskDecoder(config)
+        self.mae_head = PolymaskLMHead(config)
+        self.post_init()
+
+    def get_output_embeddings(self) -> None:
+        return None  # tied by construction: the head reads the input embedding matrix
+
+    def forward(self, input_ids: Optional[Tensor] = None, attention_mask: Optional[Tensor] = None,
+                labels: Optional[Tensor] = None, output_hidden_states: Optional[bool] = None,
+                return_dict: Optional[bool] = None, **kwargs):
+        """``labels`` (B, L): token ids, -100 where no loss is wanted."""
+        embedding = self.esm.embeddings.word_embeddings.weight
+        return masked_lm_forward(self.config, self.esm, embedding, self.mae_decoder, self.mae_head, input_ids,
+                                 attention_mask, labels, return_dict, output_hidden_states=output_hidden_states)
