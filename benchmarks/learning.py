@@ -32,9 +32,9 @@ MIN_RANK = 10
 def run_one(modality: str, objective: str, overrides: list[str], run_dir: Path) -> dict[str, Any]:
     """Pretrain (or reuse) one run and measure it."""
     from polymask.analysis.rank import measure_checkpoint
+    from polymask.checkpoints.pretrained import load_checkpoint
     from polymask.config import apply_override, build_run_config
     from polymask.modalities import build_modality
-    from polymask.training.checkpoint import load_checkpoint
     from polymask.training.trainer import train
 
     summary_path = run_dir / "summary.json"

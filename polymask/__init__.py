@@ -24,12 +24,11 @@ __version__ = "0.1.0"
 _EXPORTS = {
     "polymask.config": ("DataConfig", "RunConfig", "TrainConfig", "build_run_config"),
     "polymask.errors": ("CheckpointError", "ConfigError", "DataError", "InvalidRecord", "PolymaskError"),
-    "polymask.inference.model": ("FinetunedModel", "load_model"),
+    "polymask.inference.model": ("FinetunedModel", "load_checkpoint", "load_model"),
     "polymask.model": ("Encoder", "EncoderConfig"),
     "polymask.modalities": ("MODALITIES", "Modality", "ModalityConfig", "register_modality"),
     "polymask.objectives": ("OBJECTIVES", "Objective", "ObjectiveConfig", "register_objective"),
     "polymask.registry": ("Registry",),
-    "polymask.training.checkpoint": ("load_checkpoint",),
     "polymask.training.trainer": ("train",),
 }
 _MODULE_OF = {name: module for module, names in _EXPORTS.items() for name in names}
@@ -53,10 +52,9 @@ def __dir__() -> list[str]:
 if TYPE_CHECKING:
     from polymask.config import DataConfig, RunConfig, TrainConfig, build_run_config
     from polymask.errors import CheckpointError, ConfigError, DataError, InvalidRecord, PolymaskError
-    from polymask.inference.model import FinetunedModel, load_model
-    from polymask.model import Encoder, EncoderConfig
+    from polymask.inference.model import FinetunedModel, load_checkpoint, load_model
     from polymask.modalities import MODALITIES, Modality, ModalityConfig, register_modality
+    from polymask.model import Encoder, EncoderConfig
     from polymask.objectives import OBJECTIVES, Objective, ObjectiveConfig, register_objective
     from polymask.registry import Registry
-    from polymask.training.checkpoint import load_checkpoint
     from polymask.training.trainer import train

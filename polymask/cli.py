@@ -126,8 +126,8 @@ def cmd_train(args: argparse.Namespace) -> int:
         return 0
     raw = _run_config_dict(args)
     if args.resume and not auto:
+        from polymask.checkpoints.pretrained import load_checkpoint
         from polymask.config import merge
-        from polymask.training.checkpoint import load_checkpoint
 
         raw = merge(load_checkpoint(args.resume).config, raw)
     config = build_run_config(raw)  # first, so that a wrong field fails before torch is imported
@@ -166,10 +166,10 @@ def cmd_tokenizer_train(args: argparse.Namespace) -> int:
 
 
 def cmd_bench(args: argparse.Namespace) -> int:
-    from polymask.bench import run_bench
+    from polymask.bench.run import run_bench
 
     if args.corpus:
-        from polymask.bench_corpus import bench_corpus
+        from polymask.bench.corpus import bench_corpus
 
         bench_corpus(args.corpus, args.modality, args.num_proc, args.max_len, args.out)
         return 0
@@ -180,8 +180,8 @@ def cmd_bench(args: argparse.Namespace) -> int:
 
 
 def cmd_export(args: argparse.Namespace) -> int:
+    from polymask.checkpoints.finetuned import is_finetuned
     from polymask.export.hf import export_checkpoint, export_summary
-    from polymask.inference.saved import is_finetuned
 
     if is_finetuned(args.checkpoint):
         from polymask.export.finetuned import export_finetuned
@@ -270,7 +270,8 @@ def _add_export(sub: argparse._SubParsersAction) -> None:
 
 
 def _add_analyze(sub: argparse._SubParsersAction) -> None:
-    from polymask.analysis import ANALYSES
+    from polymask.analysis import rank, semantics  # noqa: F401  (they register `polymask analyze rank|semantics`)
+    from polymask.analysis.registry import ANALYSES
 
     parser = sub.add_parser("analyze", help="analyses of pretrained checkpoints")
     analyses = parser.add_subparsers(dest="analysis", required=True)

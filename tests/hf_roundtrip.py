@@ -20,9 +20,9 @@ from safetensors.torch import load_file, save_file
 def reference_case(run: Path, folder: Path, max_len: int = 64) -> dict:
     """polymask's hidden states on real records, and the LM head's logits at one masked position per record
     (MAE-LM through its decoder, as in pretraining); written next to ``folder``."""
+    from polymask.checkpoints.pretrained import load_checkpoint
     from polymask.data.batching import Batch
     from polymask.export.samples import encode_padded, sample_texts
-    from polymask.training.checkpoint import load_checkpoint
 
     checkpoint = load_checkpoint(run)
     objective = checkpoint.build_objective().eval()
@@ -60,8 +60,13 @@ def run_blocked(cases: list[dict], workdir: Path, python: str = sys.executable) 
 
 
 def check(case: dict) -> dict:
-    from transformers import (AutoModel, AutoModelForMaskedLM, AutoModelForSequenceClassification, AutoTokenizer,
-                              pipeline)
+    from transformers import (
+        AutoModel,
+        AutoModelForMaskedLM,
+        AutoModelForSequenceClassification,
+        AutoTokenizer,
+        pipeline,
+    )
 
     folder, reference = case["folder"], load_file(case["reference"])
     remote = json.loads((Path(folder) / "config.json").read_text()).get("auto_map", {})  # what needs remote code

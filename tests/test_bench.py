@@ -4,9 +4,9 @@ import time
 
 import torch
 
-from polymask.bench_measure import matmul_peak
+from polymask.bench.measure import matmul_peak
 from polymask.cli import main
-from polymask.training.runtime import native_bf16
+from polymask.runtime import native_bf16
 
 
 def test_matmul_peak_is_a_plausible_rate():

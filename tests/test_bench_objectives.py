@@ -1,5 +1,5 @@
 """``polymask bench --objectives mlm,exlm``: the side-by-side comparison runs and reports ExLM's floor."""
-from polymask.bench_objectives import compare_objectives, write_comparison
+from polymask.bench.objectives import compare_objectives, write_comparison
 
 
 def test_objectives_side_by_side(tmp_path):

@@ -7,16 +7,16 @@ from pathlib import Path
 import numpy as np
 import pytest
 import torch
+from conftest import one_line_error
 from safetensors.torch import load_file
 
 import polymask
 from polymask import builtin_models
 from polymask.builtin_models import CARD, FACTS, PRETRAINED_ENV
+from polymask.checkpoints.pretrained import load_checkpoint
 from polymask.cli import main
 from polymask.errors import CheckpointError
 from polymask.export.builtin import make_builtin, stored_weights
-from polymask.training.checkpoint import load_checkpoint
-from conftest import one_line_error
 
 NAME = "smiles-tiny-test"
 

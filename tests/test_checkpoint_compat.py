@@ -5,8 +5,9 @@ from pathlib import Path
 import numpy as np
 import torch
 
+import polymask
+from polymask.checkpoints.pretrained import load_checkpoint
 from polymask.config import build_run_config
-from polymask.training.checkpoint import load_checkpoint
 from polymask.training.trainer import train
 
 LEGACY_RUN = Path(__file__).parent / "data" / "legacy_run"  # SMILES MLM, tiny, 2 steps, written by polymask 0.1.0
@@ -26,7 +27,7 @@ def test_a_checkpoint_from_before_the_embedding_norm_loads_without_it():
 def test_a_checkpoint_from_before_polymask_json_loads_its_config_json_and_embeds():
     folder = LEGACY_RUN / "checkpoints" / "step-000002"
     assert (folder / "config.json").is_file() and not (folder / "polymask.json").exists()
-    checkpoint = load_checkpoint(LEGACY_RUN)
+    checkpoint = polymask.load_checkpoint(LEGACY_RUN)  # the public loader embeds
     assert checkpoint.config["objective"]["name"] == "mlm"
     vectors = checkpoint.embed(["CCO", "C1CC", "c1ccccc1"])
     assert vectors.shape == (3, 64) and np.isnan(vectors[1]).all() and np.isfinite(vectors[[0, 2]]).all()

@@ -10,11 +10,11 @@ from pathlib import Path
 from typing import Iterator
 
 import pytest
+from test_distributed import _metrics, _train_command
 
+from polymask.checkpoints.pretrained import load_checkpoint
 from polymask.config import TrainConfig, check_run_fields
 from polymask.errors import ConfigError
-from polymask.training.checkpoint import load_checkpoint
-from test_distributed import _metrics, _train_command
 
 TORCHRUN = [sys.executable, "-m", "torch.distributed.run", "--standalone", "--nproc_per_node", "2"]
 #: A worker that records its exit status in $EXIT_DIR/<rank> (torchrun itself does not report it on SIGTERM).

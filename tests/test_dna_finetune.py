@@ -6,13 +6,13 @@ import random
 import numpy as np
 import pytest
 
+from polymask.checkpoints.pretrained import load_checkpoint
 from polymask.cli import main
 from polymask.modalities.dna import Dna, DnaConfig
 from polymask.tasks.data import TaskSplit, load_task
 from polymask.tasks.dna import kmer_codes, kmer_logistic_regression, kmer_profiles
 from polymask.tasks.finetune import FinetuneConfig, augmented_epochs, encode_split, finetune
 from polymask.tasks.spec import load_task_spec
-from polymask.training.checkpoint import load_checkpoint
 from polymask.training.trainer import train
 from tests.conftest import tiny_config  # imported here, not in a fixture: importing it sets torch's threads
 

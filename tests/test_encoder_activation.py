@@ -5,10 +5,10 @@ from pathlib import Path
 
 import torch
 
+from polymask.checkpoints.pretrained import load_checkpoint
 from polymask.encoder_config import EncoderConfig, fill_legacy_defaults
 from polymask.model.encoder import Encoder
 from polymask.objectives.mlm import MaskedLM
-from polymask.training.checkpoint import load_checkpoint
 
 LEGACY_RUN = Path(__file__).parent / "data" / "legacy_run"
 

@@ -4,12 +4,12 @@ import math
 import pytest
 import torch
 
+from polymask.checkpoints.pretrained import load_checkpoint
 from polymask.config import build_run_config
 from polymask.data.batching import collate
 from polymask.model import Encoder, EncoderConfig
 from polymask.objectives.exlm import ExLM, ExLMConfig
 from polymask.tokenization import SpecialIds
-from polymask.training.checkpoint import load_checkpoint
 from polymask.training.trainer import Trainer, train
 
 

@@ -7,21 +7,24 @@ from pathlib import Path
 
 import pytest
 import torch
+from conftest import tiny_config
+from hf_roundtrip import reference_case, run_blocked
 
+from polymask.checkpoints.pretrained import load_checkpoint
 from polymask.cli import main
 from polymask.data.batching import Batch
 from polymask.errors import PolymaskError
-from polymask.export.hf import REMOTE_DIR, export_checkpoint, sequence_head, write_export
-from polymask.export.hf_remote.modeling_polymask import (PolymaskEsmForSequenceClassification,
-                                                         PolymaskForSequenceClassification, PolymaskModel)
+from polymask.export.hf import REMOTE_DIR, export_checkpoint, write_export
+from polymask.export.hf_remote.modeling_polymask import (
+    PolymaskEsmForSequenceClassification,
+    PolymaskForSequenceClassification,
+    PolymaskModel,
+)
+from polymask.export.layout import sequence_head
 from polymask.export.model_card import card_facts
 from polymask.export.samples import encode_padded, sample_texts
-from polymask.tasks.heads import SequencePredictor
-from polymask.training.checkpoint import load_checkpoint
+from polymask.model.heads import SequencePredictor
 from polymask.training.trainer import train
-
-from conftest import tiny_config
-from hf_roundtrip import reference_case, run_blocked
 
 LEGACY_RUN = Path(__file__).parent / "data" / "legacy_run"  # SMILES MLM written before embed_norm existed
 # Every objective on every modality once; each objective with and without the embedding LayerNorm.
@@ -223,3 +226,24 @@ def test_a_fine_tuned_model_folder_exports_for_sequence_classification(tiny_smil
     assert "fine-tuned on | moleculenet/esol" in card
     assert "task head: a regression head, in the targets' original units (1 output: `measured log solubility" in card
     assert "for this objective" not in card and "1 outputs" not in card
+
+
+def test_one_binary_task_is_multi_label_classification_in_saved_models_and_exports():
+    """A binary task has one logit per task under a sigmoid. transformers' single_label_classification would put a
+    softmax over that one logit (loss 0 whatever the label: nothing to learn); multi_label_classification is its
+    BCE-with-logits. Saved models (finetuned.json) and exports use the same table."""
+    from transformers import BertConfig, BertForSequenceClassification
+
+    from polymask.checkpoints.finetuned import PROBLEM_TYPES
+
+    torch.manual_seed(0)
+    model = BertForSequenceClassification(BertConfig(vocab_size=10, hidden_size=8, num_hidden_layers=1,
+                                                     num_attention_heads=2, intermediate_size=16, num_labels=1)).eval()
+    ids, label = torch.tensor([[1, 2, 3]]), torch.tensor([[1.0]])
+    model.config.problem_type = PROBLEM_TYPES["binary"]
+    output = model(ids, labels=label)
+    assert torch.isclose(output.loss, torch.nn.functional.binary_cross_entropy_with_logits(output.logits, label))
+    model.config.problem_type = "single_label_classification"
+    assert model(ids, labels=torch.tensor([1])).loss == 0
+    head = sequence_head(torch.zeros(1, 8), torch.zeros(1), "binary", ["p_np"], "mean", 0.0)
+    assert head.config["problem_type"] == PROBLEM_TYPES["binary"] == "multi_label_classification"

@@ -5,12 +5,12 @@ import re
 import numpy as np
 import pytest
 
+from polymask.checkpoints.pretrained import load_checkpoint
 from polymask.cli import main
 from polymask.modalities import MODALITIES
 from polymask.tasks.data import load_task
 from polymask.tasks.finetune import FinetuneConfig, finetune
 from polymask.tasks.spec import load_task_spec
-from polymask.training.checkpoint import load_checkpoint
 from polymask.training.trainer import train
 
 

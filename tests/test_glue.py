@@ -16,6 +16,7 @@ import pytest
 from scipy import stats
 from sklearn import metrics as skm
 
+from polymask.checkpoints.pretrained import load_checkpoint
 from polymask.cli import main
 from polymask.errors import DataError
 from polymask.modalities import MODALITIES
@@ -23,7 +24,6 @@ from polymask.tasks.data import load_task
 from polymask.tasks.finetune import FinetuneConfig, finetune
 from polymask.tasks.metrics import score
 from polymask.tasks.spec import TaskSpec, load_task_spec, task_names
-from polymask.training.checkpoint import load_checkpoint
 
 EXCERPTS = Path(__file__).parent / "data" / "glue"
 CANDIDATES = [Path(os.environ.get("POLYMASK_DATA_DIR", "/nonexistent")) / "glue",

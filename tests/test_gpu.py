@@ -27,7 +27,7 @@ def test_unpadded_batches_run_on_the_flash_kernel():
 
 @pytest.mark.parametrize("objective", ["mlm", "maelm", "exlm"])
 def test_training_steps_on_cuda_lower_the_loss_and_checkpoint_loads_on_cpu(objective, tmp_path):
-    from polymask.training.checkpoint import load_checkpoint
+    from polymask.checkpoints.pretrained import load_checkpoint
     from polymask.training.trainer import train
     from tests.conftest import tiny_config
 

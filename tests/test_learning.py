@@ -16,9 +16,9 @@ import torch
 
 from polymask.analysis.masked_inputs import masked_batches
 from polymask.analysis.semantics import MASKED_PREDICTIONS
+from polymask.checkpoints.pretrained import load_checkpoint
 from polymask.config import build_run_config
 from polymask.modalities import build_modality
-from polymask.training.checkpoint import load_checkpoint
 from polymask.training.trainer import train
 
 OBJECTIVES = ("mlm", "maelm", "exlm")

@@ -2,13 +2,13 @@
 import pytest
 import torch
 
+from polymask.checkpoints.pretrained import load_checkpoint
 from polymask.config import build_run_config
 from polymask.data.batching import collate
 from polymask.model import Encoder, EncoderConfig
 from polymask.objectives.maelm import MAELM, MAELMConfig
-from polymask.objectives.visible import compact, scatter_back
+from polymask.objectives.visible import compact_visible, scatter_back
 from polymask.tokenization import SpecialIds
-from polymask.training.checkpoint import load_checkpoint
 from polymask.training.trainer import Trainer, train
 
 SPECIALS = SpecialIds(0, 1, 2, 3, 4)
@@ -26,7 +26,7 @@ def ragged_batch():
 def test_compaction_keeps_visible_tokens_in_order_at_their_original_positions():
     ids = torch.tensor([[2, 10, 11, 12, 13, 3], [2, 20, 21, 3, 0, 0]])
     visible = torch.tensor([[1, 0, 1, 1, 0, 1], [1, 1, 0, 1, 0, 0]], dtype=torch.bool)
-    packed = compact(ids, visible, pad_id=0)
+    packed = compact_visible(ids, visible, pad_id=0)
     assert packed.input_ids.tolist() == [[2, 11, 12, 3], [2, 20, 3, 0]]
     assert packed.position_ids.tolist() == [[0, 2, 3, 5], [0, 1, 3, 0]]
     assert packed.attention_mask.tolist() == [[True] * 4, [True, True, True, False]]
@@ -39,7 +39,7 @@ def test_encoder_on_the_compacted_input_equals_it_with_explicit_positions():
     model = tiny_maelm()
     batch = ragged_batch()
     selected = model.select(batch, torch.Generator().manual_seed(3))
-    packed = compact(batch.input_ids, batch.attention_mask & ~selected, SPECIALS.pad)
+    packed = compact_visible(batch.input_ids, batch.attention_mask & ~selected, SPECIALS.pad)
     compacted = model.encoder(packed.input_ids, attention_mask=packed.attention_mask, position_ids=packed.position_ids)
     for row in range(2):
         keep = (batch.attention_mask & ~selected)[row]

@@ -63,7 +63,7 @@ def test_absent_tokens_start_with_a_low_output_bias_in_every_head():
 def test_a_run_lowers_the_bias_of_the_tokens_its_corpus_never_holds(tmp_path):
     import numpy as np
 
-    from polymask.training.checkpoint import load_checkpoint
+    from polymask.checkpoints.pretrained import load_checkpoint
     from polymask.training.trainer import train
 
     train({"modality": {"name": "smiles"}, "objective": {"name": "maelm"}, "model": {"preset": "tiny"},

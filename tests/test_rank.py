@@ -4,8 +4,8 @@ import json
 
 import torch
 
-from polymask.analysis.effective_rank import entropy_rank, singular_values, variance_rank
 from polymask.cli import main
+from polymask.effective_rank import entropy_rank, singular_values, variance_rank
 from polymask.resources import builtin_dir
 from polymask.training.trainer import train
 

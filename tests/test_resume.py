@@ -5,8 +5,8 @@ import pytest
 import torch
 from safetensors.torch import load_file
 
+from polymask.checkpoints.pretrained import load_checkpoint
 from polymask.errors import CheckpointError
-from polymask.training.checkpoint import load_checkpoint
 from polymask.training.trainer import train
 
 
@@ -54,7 +54,7 @@ def test_missing_and_corrupt_checkpoints_fail_clearly(tmp_path, make_config):
 
 
 def test_a_crash_while_saving_keeps_the_previous_checkpoint(tmp_path, make_config, monkeypatch):
-    import polymask.training.checkpoint as checkpoint_module
+    import polymask.checkpoints.pretrained as checkpoint_module
 
     train(make_config("smiles", tmp_path / "run", max_steps=3))
     real_save = checkpoint_module.save_weights
@@ -75,7 +75,7 @@ def test_keyboard_interrupt_saves_the_last_finished_step(tmp_path, make_config, 
     from polymask.training.trainer import Trainer
 
     calls = {"n": 0}
-    original = Trainer._train_step
+    original = Trainer.step
 
     def interrupt_on_fourth(self, *args):
         calls["n"] += 1
@@ -83,7 +83,7 @@ def test_keyboard_interrupt_saves_the_last_finished_step(tmp_path, make_config, 
             raise KeyboardInterrupt
         return original(self, *args)
 
-    monkeypatch.setattr(Trainer, "_train_step", interrupt_on_fourth)
+    monkeypatch.setattr(Trainer, "step", interrupt_on_fourth)
     with pytest.raises(KeyboardInterrupt, match="SIGINT: stopped at step 3") as stopped:
         train(make_config("smiles", tmp_path / "run", max_steps=10))
     assert stopped.value.exit_code == 130

@@ -18,10 +18,10 @@ from conftest import one_line_error
 from faults import latest_checkpoint, rehash
 from safetensors.torch import load_file, save_file
 
+from polymask.checkpoints.pretrained import load_checkpoint
 from polymask.cli import main
 from polymask.config import build_run_config
 from polymask.errors import CheckpointError, TrainingDiverged
-from polymask.training.checkpoint import load_checkpoint
 from polymask.training.trainer import Trainer, train
 
 ENV = {**os.environ, "OMP_NUM_THREADS": "1"}
@@ -68,7 +68,7 @@ def test_one_nonfinite_step_is_skipped_counted_and_makes_no_update(tmp_path, mak
         return output
 
     handle = trainer.encoder.register_forward_hook(poison_third_step)
-    original_step = trainer._train_step
+    original_step = trainer.step
 
     def step_and_compare(*args):
         result = original_step(*args)
@@ -76,7 +76,7 @@ def test_one_nonfinite_step_is_skipped_counted_and_makes_no_update(tmp_path, mak
             assert all(torch.equal(before[k], v) for k, v in trainer.model.state_dict().items())
         return result
 
-    trainer._train_step = step_and_compare
+    trainer.step = step_and_compare
     summary = trainer.fit()
     handle.remove()
     assert summary["status"] == "completed" and summary["steps"] == 6 and summary["skipped_steps"] == 1

@@ -3,9 +3,9 @@ import gzip
 import json
 import math
 
+from polymask.checkpoints.pretrained import load_checkpoint
 from polymask.cli import main
 from polymask.resources import builtin_dir
-from polymask.training.checkpoint import load_checkpoint
 from polymask.training.trainer import train
 
 

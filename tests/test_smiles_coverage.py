@@ -7,6 +7,7 @@ from pathlib import Path
 
 import pytest
 
+from polymask.checkpoints.pretrained import load_checkpoint
 from polymask.cli import main
 from polymask.errors import InvalidRecord
 from polymask.modalities.smiles import Smiles, SmilesConfig
@@ -14,7 +15,6 @@ from polymask.modalities.smiles_standardize import StandardizeConfig
 from polymask.modalities.smiles_vocab import SMILES_PATTERN
 from polymask.resources import builtin_dir
 from polymask.token_ids import RegexVocabEncoder, encode_batch
-from polymask.training.checkpoint import load_checkpoint
 
 DATA_DIR = Path(os.environ.get("POLYMASK_DATA_DIR", Path(__file__).parents[2] / "shared" / "data"))
 SHARED_MOLECULENET = DATA_DIR / "moleculenet"

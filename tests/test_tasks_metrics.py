@@ -4,7 +4,7 @@ import torch
 from scipy import stats
 from sklearn import metrics as skm
 
-from polymask.tasks.heads import BinaryHead, RegressionHead
+from polymask.model.heads import BinaryHead, RegressionHead
 from polymask.tasks.metrics import METRICS, better, score
 from polymask.tasks.report import _task_average
 

@@ -11,9 +11,9 @@ from polymask.builtin_models import checkpoint_path
 if TYPE_CHECKING:  # kept out of the import so that building the CLI parser stays light
     from torch import Tensor
 
+    from polymask.checkpoints.pretrained import LoadedCheckpoint
     from polymask.data.batching import Batch
     from polymask.objectives import Objective
-    from polymask.training.checkpoint import LoadedCheckpoint
 
 MASK_STREAM = 7
 
@@ -27,7 +27,7 @@ def masked_batches(checkpoint: "LoadedCheckpoint", objective: "Objective", data:
     from polymask.data.corpus import prepare_corpus
     from polymask.data.masking import maskable_positions, sample_mask
     from polymask.modalities import build_modality
-    from polymask.training.runtime import step_generator
+    from polymask.runtime import step_generator
 
     run = build_run_config(checkpoint.config)
     corpus = prepare_corpus(build_modality(run.modality), checkpoint.tokenizer, data, column=None,

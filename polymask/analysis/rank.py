@@ -16,8 +16,8 @@ import csv
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from polymask.analysis import ANALYSES
 from polymask.analysis.masked_inputs import add_masked_input_arguments, masked_batches
+from polymask.analysis.registry import ANALYSES
 from polymask.jsonio import atomic_path, make_dir, write_json, write_text
 
 if TYPE_CHECKING:
@@ -26,21 +26,18 @@ if TYPE_CHECKING:
     from polymask.data.batching import Batch
     from polymask.objectives import Objective
 
-KINDS_BY_OBJECTIVE = {"mlm": ("masked_real", "unmasked", "mask_tokens"), "maelm": ("unmasked", "visible_only")}
-DEFAULT_KINDS = ("unmasked",)
-
 
 def layer_states(objective: "Objective", batch: "Batch", selected: "Tensor", kind: str) -> list["Tensor"]:
     """Per-layer representations (N, D) of one batch for ``kind``."""
     import torch
 
-    from polymask.objectives.visible import compact
+    from polymask.objectives.visible import compact_visible
 
     encoder = objective.encoder
     real = torch.ones_like(selected) if batch.attention_mask is None else batch.attention_mask
     kept = real & ~selected & ~torch.isin(batch.input_ids, objective.special_ids)
     if kind == "visible_only":
-        visible = compact(batch.input_ids, real & ~selected, objective.specials.pad)
+        visible = compact_visible(batch.input_ids, real & ~selected, objective.specials.pad)
         states = encoder(visible.input_ids, attention_mask=visible.attention_mask,
                          position_ids=visible.position_ids, output_hidden_states=True)
         rows = kept.gather(1, visible.position_ids) & visible.valid
@@ -56,13 +53,13 @@ def measure_checkpoint(path: Path, data: list[Path], tau: float, mask_ratio: flo
     """Per-layer ranks of every input kind of one checkpoint."""
     import torch
 
-    from polymask.analysis.effective_rank import entropy_rank, singular_values, variance_rank
-    from polymask.training.checkpoint import load_checkpoint
+    from polymask.checkpoints.pretrained import load_checkpoint
+    from polymask.effective_rank import entropy_rank, singular_values, variance_rank
 
     checkpoint = load_checkpoint(path)
     objective = checkpoint.build_objective().eval()
     name = objective.config.name
-    kinds = KINDS_BY_OBJECTIVE.get(name, DEFAULT_KINDS)
+    kinds = objective.rank_inputs
     collected: dict[str, list[list[Tensor]]] = {kind: [] for kind in kinds}
     with torch.no_grad():
         for batch, selected in masked_batches(checkpoint, objective, data, mask_ratio, seed, batch_size, max_sequences):

@@ -8,49 +8,25 @@ decoder's, the encoder seeing only the visible tokens); for ExLM it is
 the distribution of the state that emits the masked token on the Viterbi path through the DAG.
 A lower entropy with a similar top-k accuracy means less ambiguous (less multimodal) predictions.
 
-Other objectives plug in by registering a reader in ``MASKED_PREDICTIONS``.
+Each objective gives its own prediction (``Objective.masked_log_probs``).
 """
 from __future__ import annotations
 
 import argparse
 import hashlib
 from pathlib import Path
-from typing import TYPE_CHECKING, Any, Callable
+from typing import TYPE_CHECKING, Any
 
-from polymask.analysis import ANALYSES
 from polymask.analysis.masked_inputs import add_masked_input_arguments, masked_batches
+from polymask.analysis.registry import ANALYSES
+from polymask.errors import ConfigError
 from polymask.jsonio import atomic_path, make_dir, write_json
-from polymask.registry import Registry
 
 if TYPE_CHECKING:  # kept out of the import so that building the CLI parser stays light
-    from torch import Tensor
 
-    from polymask.data.batching import Batch
-    from polymask.objectives import Objective
+    pass
 
 DEFAULT_TOP_K = (1, 2, 3, 5, 10)
-
-MaskedPredictions = Callable[["Objective", "Batch", "Tensor"], "Tensor"]
-MASKED_PREDICTIONS: Registry[MaskedPredictions] = Registry("masked-prediction reader")
-"""Objective name -> f(objective, batch, selected) giving log-probs (M, V) at the masked positions,
-in the order of ``batch.input_ids[selected]``."""
-
-
-@MASKED_PREDICTIONS.register("mlm")
-def mlm_predictions(objective: Objective, batch: Batch, selected: Tensor) -> Tensor:
-    corrupted = batch.input_ids.masked_fill(selected, objective.specials.mask)
-    hidden = objective.encoder(corrupted, attention_mask=batch.attention_mask)
-    return objective.head(hidden[selected]).float().log_softmax(dim=-1)
-
-
-@MASKED_PREDICTIONS.register("maelm")
-def maelm_predictions(objective: Objective, batch: Batch, selected: Tensor) -> Tensor:
-    return objective.predict(batch, selected).float().log_softmax(dim=-1)
-
-
-@MASKED_PREDICTIONS.register("exlm")
-def exlm_predictions(objective: Objective, batch: Batch, selected: Tensor) -> Tensor:
-    return objective.aligned_log_probs(objective.score(batch, selected))
 
 
 def measure_checkpoint(path: Path, data: list[Path], mask_ratio: float, seed: int, batch_size: int,
@@ -58,18 +34,20 @@ def measure_checkpoint(path: Path, data: list[Path], mask_ratio: float, seed: in
     """Entropy and top-k accuracy at masked positions of one checkpoint on ``data``."""
     import torch
 
-    from polymask.training.checkpoint import load_checkpoint
+    from polymask.checkpoints.pretrained import load_checkpoint
 
     checkpoint = load_checkpoint(path)
     objective = checkpoint.build_objective().eval()
     name = objective.config.name
-    read = MASKED_PREDICTIONS.get(name)
+    if not objective.predicts_masked_tokens():
+        raise ConfigError(f"{path}: objective '{name}' does not predict masked tokens (no masked_log_probs); "
+                          "the semantics analysis needs it")
     digest = hashlib.sha256()
     entropy_sum, target_nll, hits, count, sequences = 0.0, 0.0, torch.zeros(len(top_k)), 0, 0
     for batch, selected in masked_batches(checkpoint, objective, data, mask_ratio, seed, batch_size, max_sequences):
         digest.update(batch.input_ids[selected].numpy().tobytes() + selected.nonzero().numpy().tobytes())
         with torch.no_grad():
-            log_probs = read(objective, batch, selected)
+            log_probs = objective.masked_log_probs(batch, selected)
         targets = batch.input_ids[selected]
         entropy_sum += float(-(log_probs.exp() * log_probs).sum(dim=-1).sum())
         target_nll += float(-log_probs.gather(1, targets[:, None]).sum())

@@ -10,12 +10,13 @@ from typing import Any
 
 import numpy as np
 
-from polymask.bench import machine
 from polymask.compare.budget import Budget
 from polymask.jsonio import atomic_path, number, read_jsonl, write_json, write_text
+from polymask.runtime import machine
 from polymask.tasks.metrics import METRICS
 from polymask.tasks.report import average_groups, cell_seconds, duration, saved_models, seed_averages
 from polymask.tasks.significance import NOISE_P, welch_verdict
+
 
 def _objective_scores(results: dict[str, Any], runs: list[dict[str, Any]]) -> dict[tuple[str, str], list[float]]:
     """(objective, task) -> one test score per pretraining seed (mean over fine-tuning seeds), or the

@@ -8,18 +8,19 @@ import time
 from pathlib import Path
 from typing import Any
 
+from polymask.checkpoints.pretrained import load_checkpoint
 from polymask.compare.budget import Budget
 from polymask.compare.pretrain import pretrain
 from polymask.compare.report import write_compare_report
 from polymask.config import build_run_config
 from polymask.data.corpus import prepare_corpus
+from polymask.errors import ConfigError
 from polymask.jsonio import make_dir, write_text
 from polymask.modalities import build_modality
 from polymask.tasks.benchmark import run_benchmark
 from polymask.tasks.finetune import FinetuneConfig
 from polymask.tasks.spec import load_task_spec, task_names
 from polymask.tasks.systems import checkpoint_system, reference_systems, untrained_system
-from polymask.training.checkpoint import load_checkpoint
 
 
 def benchmarks_for(modality: str) -> list[str]:
@@ -53,24 +54,34 @@ def export_heldout(run_dir: Path, out: Path) -> Path:
 
 def _analyses(run_dirs: list[Path], heldout: Path, out: Path) -> dict[str, Any]:
     from polymask.analysis.rank import run_rank_analysis
-    from polymask.analysis.semantics import MASKED_PREDICTIONS, run_semantics
+    from polymask.analysis.semantics import run_semantics
 
     results: dict[str, Any] = {}
     if not (out / "rank" / "rank.json").is_file():
         run_rank_analysis(run_dirs, [heldout], out=out / "rank")
     results["rank"] = json.loads((out / "rank" / "rank.json").read_text())
-    readable = [d for d in run_dirs if load_checkpoint(d).config["objective"]["name"] in MASKED_PREDICTIONS]
-    if readable and not (out / "semantics" / "semantics.json").is_file():
-        run_semantics(readable, [heldout], out / "semantics")
-    if readable:
-        results["semantics"] = json.loads((out / "semantics" / "semantics.json").read_text())
+    if not (out / "semantics" / "semantics.json").is_file():
+        run_semantics(run_dirs, [heldout], out / "semantics")
+    results["semantics"] = json.loads((out / "semantics" / "semantics.json").read_text())
     return results
+
+
+def check_objectives(objectives: list[str]) -> None:
+    """Refuse, in one line, an objective whose runs compare cannot analyse: the semantics analysis needs its
+    prediction at masked positions (``Objective.masked_log_probs``)."""
+    from polymask.objectives import OBJECTIVES
+
+    unable = [name for name in objectives if not OBJECTIVES.get(name).predicts_masked_tokens()]
+    if unable:
+        raise ConfigError(f"polymask compare cannot analyse objective(s) {', '.join(unable)}: they do not predict "
+                          "masked tokens (Objective.masked_log_probs), which the semantics analysis needs")
 
 
 def run_compare(modality: str, objectives: list[str], budget: Budget, out: Path, base: dict[str, Any],
                 seeds: list[int], benchmark_seeds: int, tasks: list[str] | None, finetune: FinetuneConfig,
                 data_dir: Path | None = None) -> Path:
     """Run everything; returns the path of ``report.md``."""
+    check_objectives(objectives)
     started = time.perf_counter()
     make_dir(out)
     base = {**base, "modality": base.get("modality") or {"name": modality}}

@@ -8,14 +8,14 @@ from typing import Any
 
 import torch
 
-from polymask.atomic_folder import staged_folder
 from polymask.builtin_models import CARD, FACTS, STORAGE_DTYPES, check_name
+from polymask.checkpoints.atomic import staged_folder
+from polymask.checkpoints.pretrained import MANIFEST, LoadedCheckpoint, load_checkpoint, write_manifest
 from polymask.config import build_run_config
 from polymask.errors import CheckpointError, OutputError
 from polymask.export.model_card import CardFacts, card_facts
 from polymask.jsonio import write_json, write_text
-from polymask.training.checkpoint import MANIFEST, LoadedCheckpoint, load_checkpoint, write_manifest
-from polymask.training.tensor_checks import nonfinite_names
+from polymask.tensor_checks import nonfinite_names
 from polymask.weights_io import save_weights
 
 DTYPES = {name: getattr(torch, name) for name in STORAGE_DTYPES}

@@ -4,8 +4,7 @@ from __future__ import annotations
 import argparse
 from pathlib import Path
 
-from polymask.builtin_models import (PRETRAINED_ENV, STORAGE_DTYPES, BuiltinModel, checkpoint_path, listing,
-                                     search_path)
+from polymask.builtin_models import PRETRAINED_ENV, STORAGE_DTYPES, BuiltinModel, checkpoint_path, listing, search_path
 
 
 def cmd_models(args: argparse.Namespace) -> int:

@@ -10,7 +10,8 @@ from __future__ import annotations
 from pathlib import Path
 
 from polymask.errors import PolymaskError
-from polymask.export.hf import ExportResult, sequence_head, write_export
+from polymask.export.hf import ExportResult, write_export
+from polymask.export.layout import sequence_head
 from polymask.export.model_card import CardFacts
 from polymask.export.samples import encode_padded, sample_records
 

@@ -4,25 +4,11 @@ from __future__ import annotations
 import json
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
-from polymask.training.checkpoint import LoadedCheckpoint
-
-if TYPE_CHECKING:
-    from polymask.export.hf import ExportPlan, SequenceHead
-
-FILL_MASK = {
-    "mlm": "the MLM head the encoder was pretrained with, on the encoder's output: fill-mask is the pretrained "
-           "model's own prediction.",
-    "maelm": "MAE-LM's own prediction path: [MASK] tokens are hidden from the encoder (the visible tokens keep "
-             "their positions), the shared [MASK] embedding takes their place, and the pretrained shallow decoder "
-             "and head reconstruct them. `AutoModel` gives the encoder alone, the part to fine-tune.",
-    "exlm": "ExLM's LM head applied to the encoder's output on the unexpanded sequence (each [MASK] is one "
-            "position, state index 0). This is NOT how ExLM predicted in pretraining: there each [MASK] became "
-            "k states (state indices 1..k) and a DAG of transitions aligned states to tokens; the transition "
-            "scorer is not exported. Treat fill-mask scores as indicative only; the encoder (`AutoModel`), "
-            "which is what ExLM fine-tuning uses, is exact.",
-}
+from polymask.checkpoints.pretrained import LoadedCheckpoint
+from polymask.export.layout import ExportPlan, SequenceHead
+from polymask.objectives import OBJECTIVES
 
 #: A fine-tuned head's transformers problem type, in words.
 HEAD_KINDS = {
@@ -99,7 +85,7 @@ def _number(value: Any, digits: int = 4) -> str:
     return "not recorded" if value is None else f"{value:.{digits}f}" if isinstance(value, float) else str(value)
 
 
-def _head_text(head: "SequenceHead") -> str:
+def _head_text(head: SequenceHead) -> str:
     """What a fine-tuned model's task head is and how to load it."""
     count, names = head.config["num_labels"], ", ".join(f"`{name}`" for name in head.config["id2label"].values())
     return ("`AutoModelForSequenceClassification` carries the fine-tuned task head: "
@@ -107,7 +93,7 @@ def _head_text(head: "SequenceHead") -> str:
             f"{head.config['pooling']} pooling). `AutoModel` gives the fine-tuned encoder alone.")
 
 
-def _use_lines(plan: "ExportPlan") -> list[str]:
+def _use_lines(plan: ExportPlan) -> list[str]:
     """How to load the folder: natively (ESM) or with remote code, and which parts need which."""
     if plan.native:
         remote = ", ".join(f"`{name}`" for name in plan.auto_map)
@@ -138,8 +124,8 @@ def _use_lines(plan: "ExportPlan") -> list[str]:
     ]
 
 
-def model_card(facts: CardFacts, plan: "ExportPlan", difference: float | None, checked: int,
-               head: "SequenceHead | None" = None) -> str:
+def model_card(facts: CardFacts, plan: ExportPlan, difference: float | None, checked: int,
+               head: SequenceHead | None = None) -> str:
     """The README.md text (YAML front matter for the Hub, then the card)."""
     objective = facts.objective["name"]
     encoder = facts.encoder
@@ -183,7 +169,7 @@ def model_card(facts: CardFacts, plan: "ExportPlan", difference: float | None, c
     if masked_lm:
         loading = ("`pipeline(\"fill-mask\", model=path, trust_remote_code=True)`" if fill_remote
                    else "`pipeline(\"fill-mask\", model=path)`")
-        lines += [f"`AutoModelForMaskedLM` and {loading} use " + FILL_MASK[objective], ""]
+        lines += [f"`AutoModelForMaskedLM` and {loading} use " + OBJECTIVES.get(objective).fill_mask_note, ""]
     elif head is None:
         lines += ["No masked-LM head is exported for this objective: use `AutoModel`.", ""]
     if head is not None:

@@ -7,8 +7,8 @@ from typing import TYPE_CHECKING
 import torch
 from tokenizers import Tokenizer
 
+from polymask.checkpoints.pretrained import LoadedCheckpoint
 from polymask.errors import DataError, InvalidRecord
-from polymask.training.checkpoint import LoadedCheckpoint
 
 if TYPE_CHECKING:
     from polymask.modalities.base import Modality

@@ -76,9 +76,9 @@ def cmd_predict(args: argparse.Namespace) -> int:
 
 
 def _embedder(folder: Path, device: str) -> Any:
+    from polymask.checkpoints.finetuned import is_finetuned
+    from polymask.checkpoints.pretrained import load_checkpoint
     from polymask.inference.model import PretrainedEncoder, load_model
-    from polymask.inference.saved import is_finetuned
-    from polymask.training.checkpoint import load_checkpoint
 
     return load_model(folder, device) if is_finetuned(folder) else PretrainedEncoder(load_checkpoint(folder), device)
 

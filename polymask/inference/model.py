@@ -7,7 +7,7 @@ NaN embedding, and the reason.
 """
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, fields
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Sequence
 
@@ -16,21 +16,22 @@ import torch
 from pydantic import ValidationError
 from tokenizers import Tokenizer
 
+from polymask.checkpoints.finetuned import read_finetuned
+from polymask.checkpoints.pretrained import LoadedCheckpoint
+from polymask.checkpoints.pretrained import load_checkpoint as load_pretrained
+from polymask.data.model_inputs import Encoded, Inputs, as_inputs, encode_records, run_batched
+from polymask.encoder_config import fill_legacy_defaults
 from polymask.errors import CheckpointError
 from polymask.inference.columns import REASON, prediction_columns
-from polymask.inference.records import Encoded, Inputs, as_inputs, encode_records, run_batched
-from polymask.inference.saved import read_finetuned
 from polymask.modalities import MODALITIES, Modality
-from polymask.encoder_config import fill_legacy_defaults
 from polymask.model.encoder import Encoder, EncoderConfig
-from polymask.tasks.heads import TASK_HEADS, Pooling, SequencePredictor, pool as pool_states
+from polymask.model.heads import TASK_HEADS, Pooling, SequencePredictor
+from polymask.model.heads import pool as pool_states
+from polymask.runtime import resolve_device
 from polymask.tokenization import SpecialIds
-from polymask.training.runtime import resolve_device
 
 if TYPE_CHECKING:
     import pandas as pd
-
-    from polymask.training.checkpoint import LoadedCheckpoint
 
 
 @dataclass
@@ -102,6 +103,24 @@ class AppliedEncoder:
         return vectors
 
 
+@dataclass
+class PretrainedCheckpoint(LoadedCheckpoint):
+    """A pretraining checkpoint (``polymask.load_checkpoint``) that also embeds records."""
+
+    def embed(self, records: Any, pool: str = "mean", batch_size: int = 64, device: str = "auto",
+              with_reasons: bool = False) -> Any:
+        """One vector per record (N, d_model) from the encoder's final hidden states, mean-pooled over the real
+        tokens by default (``pool="cls"``: the [CLS] state); records read through the run's modality, rejected
+        ones NaN (``with_reasons``: also why). See ``AppliedEncoder.embed``."""
+        return PretrainedEncoder(self, device).embed(records, pool, batch_size, with_reasons=with_reasons)
+
+
+def load_checkpoint(path: str | Path) -> PretrainedCheckpoint:
+    """Load (and verify) a pretraining checkpoint from a checkpoint or run folder, or a built-in model's name."""
+    loaded = load_pretrained(path)
+    return PretrainedCheckpoint(**{item.name: getattr(loaded, item.name) for item in fields(loaded)})
+
+
 class PretrainedEncoder(AppliedEncoder):
     """The encoder of a pretraining checkpoint (MLM, MAE-LM or ExLM; the objective's modules dropped)."""
 
@@ -126,7 +145,7 @@ class FinetunedModel(AppliedEncoder):
         fill_legacy_defaults(meta["encoder"]["config"])
         encoder = Encoder(EncoderConfig.model_validate(meta["encoder"]["config"]), meta["encoder"]["vocab_size"])
         if self.task["kind"] == "span":
-            from polymask.tasks.span import SpanPredictor
+            from polymask.model.heads import SpanPredictor
 
             self.network: torch.nn.Module = SpanPredictor(encoder)
         else:

@@ -6,10 +6,10 @@ from typing import TYPE_CHECKING, Sequence
 
 import numpy as np
 
+from polymask.data.model_inputs import Inputs
 from polymask.data.records import normalize_record
 from polymask.errors import InvalidRecord
 from polymask.inference.columns import REASON
-from polymask.inference.records import Inputs
 from polymask.tasks.finetune import FinetuneConfig
 from polymask.tasks.span import QAExample, SpanOptions, build_features
 from polymask.tasks.span_finetune import predict_answers, span_forward

@@ -11,15 +11,24 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Sequence
 
-from polymask.data.readers import (check_readable, csv_rows, file_kind, jsonl_objects, open_text,
-                                   parquet_table, pick_column, read_records, reader_for)
+from polymask.data.model_inputs import as_inputs
+from polymask.data.readers import (
+    check_readable,
+    csv_rows,
+    file_kind,
+    jsonl_objects,
+    open_text,
+    parquet_table,
+    pick_column,
+    read_records,
+    reader_for,
+)
 from polymask.errors import DataError
-from polymask.inference.records import as_inputs
 
 if TYPE_CHECKING:
     import pandas as pd
 
-    from polymask.inference.records import Inputs
+    from polymask.data.model_inputs import Inputs
 
 TABLES = (".csv", ".tsv", ".jsonl", ".parquet")
 

@@ -62,9 +62,27 @@ class LMHead(nn.Module):
 
 
 class Objective(nn.Module):
-    """Base class; subclasses set ``Config`` and implement ``forward``."""
+    """Base class; subclasses set ``Config`` and implement ``forward``.
+
+    What other parts of polymask ask of an objective, it answers here (a new objective is one file):
+
+    - ``masked_log_probs``: its prediction at masked positions (``polymask analyze semantics``, ``compare``);
+    - ``rank_inputs``: the inputs whose per-layer effective rank ``polymask analyze rank`` measures;
+    - ``lm_export`` and ``fill_mask_note``: what ``polymask export`` carries for ``AutoModelForMaskedLM``.
+    """
 
     Config: ClassVar[type[ObjectiveConfig]] = ObjectiveConfig
+    #: ``polymask analyze rank`` input kinds: ``unmasked`` (the real sequence), ``masked_real`` (the unselected
+    #: real tokens of a masked sequence), ``mask_tokens`` (the [MASK] positions), ``visible_only`` (the visible
+    #: tokens alone, as MAE-LM's encoder sees them).
+    rank_inputs: ClassVar[tuple[str, ...]] = ("unmasked",)
+    #: What an export's masked-LM model computes: ``head`` (``self.head``, an ``LMHead``, on the encoder output of
+    #: the sequence with its [MASK] tokens; transformers' native ``EsmForMaskedLM`` where the encoder is native),
+    #: ``decoder`` (MAE-LM: [MASK] hidden from the encoder, ``self.decoder`` and ``self.head`` reconstruct them;
+    #: remote code), or None (no ``AutoModelForMaskedLM``).
+    lm_export: ClassVar[str | None] = None
+    #: The model card's sentence on what fill-mask means for this objective.
+    fill_mask_note: ClassVar[str] = ""
 
     def __init__(self, config: ObjectiveConfig, encoder: Encoder, specials: SpecialIds, mask_span: int = 1) -> None:
         super().__init__()
@@ -101,6 +119,16 @@ class Objective(nn.Module):
 
     def forward(self, batch: Batch, generator: torch.Generator) -> ObjectiveOutput:
         raise NotImplementedError
+
+    @classmethod
+    def predicts_masked_tokens(cls) -> bool:
+        """Whether ``masked_log_probs`` is implemented (``polymask analyze semantics`` and ``compare`` need it)."""
+        return cls.masked_log_probs is not Objective.masked_log_probs
+
+    def masked_log_probs(self, batch: Batch, selected: Tensor) -> Tensor:
+        """Log-probabilities (M, V) over the vocabulary at the ``selected`` positions (in the order of
+        ``batch.input_ids[selected]``), as this objective predicts a masked token."""
+        raise NotImplementedError(f"objective '{self.config.name}' does not predict masked tokens")
 
 
 def token_loss(logits: Tensor, targets: Tensor) -> ObjectiveOutput:

@@ -22,7 +22,8 @@ class ShallowDecoder(nn.Module):
         narrower = width != d_encoder
         self.project_in = nn.Linear(d_encoder, width) if narrower else nn.Identity()
         self.rotary = RotaryEmbedding(width // n_heads, rope_theta)
-        self.blocks = nn.ModuleList(Block(width, n_heads, d_ff, dropout, dropout, norm_eps, 1, activation) for _ in range(n_layers))
+        self.blocks = nn.ModuleList(Block(width, n_heads, d_ff, dropout, dropout, norm_eps, 1, activation)
+                                    for _ in range(n_layers))
         self.norm = nn.LayerNorm(width, eps=norm_eps)
         self.project_out = nn.Linear(width, d_encoder) if narrower else nn.Identity()
         for name, module in self.named_modules():

@@ -77,6 +77,12 @@ class ExLM(Objective):
 
     Config = ExLMConfig
     config: ExLMConfig
+    lm_export = "head"
+    fill_mask_note = ("ExLM's LM head applied to the encoder's output on the unexpanded sequence (each [MASK] is one "
+                      "position, state index 0). This is NOT how ExLM predicted in pretraining: there each [MASK] "
+                      "became k states (state indices 1..k) and a DAG of transitions aligned states to tokens; the "
+                      "transition scorer is not exported. Treat fill-mask scores as indicative only; the encoder "
+                      "(`AutoModel`), which is what ExLM fine-tuning uses, is exact.")
 
     def __init__(self, config: ExLMConfig, encoder: Encoder, specials: SpecialIds, mask_span: int = 1) -> None:
         super().__init__(config, encoder, specials, mask_span)
@@ -146,3 +152,7 @@ class ExLM(Objective):
             predicted = scores.log_probs.argmax(dim=-1).gather(1, path)[masked]
             correct = (predicted == batch.input_ids[selected]).sum()
         return ObjectiveOutput(loss, int(predicted.numel()), correct)
+
+    def masked_log_probs(self, batch: Batch, selected: Tensor) -> Tensor:
+        """The DAG-aligned prediction of each masked token from its k expanded states."""
+        return self.aligned_log_probs(self.score(batch, selected))

@@ -1,6 +1,6 @@
 """MAE-LM (arXiv 2302.02060): [MASK] tokens never enter the encoder; a shallow decoder reconstructs.
 
-The selected positions are removed from the encoder's input (``visible.compact``); the visible
+The selected positions are removed from the encoder's input (``visible.compact_visible``); the visible
 tokens keep their original position ids, so the encoder runs on a shorter batch and its cost falls
 with the mask ratio. Encoder outputs go back to their original positions, the shared [MASK]
 embedding (the encoder's input embedding row) fills the removed ones, and a shallow bidirectional
@@ -18,7 +18,7 @@ from polymask.model.encoder import Encoder
 from polymask.objectives.base import LMHead, Objective, ObjectiveConfig, ObjectiveOutput, token_loss
 from polymask.objectives.decoder import ShallowDecoder
 from polymask.objectives.registry import OBJECTIVES
-from polymask.objectives.visible import compact, scatter_back
+from polymask.objectives.visible import compact_visible, scatter_back
 from polymask.tokenization import SpecialIds
 
 
@@ -37,6 +37,12 @@ class MAELM(Objective):
 
     Config = MAELMConfig
     config: MAELMConfig
+    rank_inputs = ("unmasked", "visible_only")
+    lm_export = "decoder"
+    fill_mask_note = ("MAE-LM's own prediction path: [MASK] tokens are hidden from the encoder (the visible tokens "
+                      "keep their positions), the shared [MASK] embedding takes their place, and the pretrained "
+                      "shallow decoder and head reconstruct them. `AutoModel` gives the encoder alone, the part to "
+                      "fine-tune.")
 
     def __init__(self, config: MAELMConfig, encoder: Encoder, specials: SpecialIds, mask_span: int = 1) -> None:
         super().__init__(config, encoder, specials, mask_span)
@@ -51,7 +57,7 @@ class MAELM(Objective):
     def predict(self, batch: Batch, selected: Tensor) -> Tensor:
         """Vocabulary logits (M, V) at the removed positions, in the order of ``input_ids[selected]``."""
         real = torch.ones_like(selected) if batch.attention_mask is None else batch.attention_mask
-        visible = compact(batch.input_ids, real & ~selected, self.specials.pad)
+        visible = compact_visible(batch.input_ids, real & ~selected, self.specials.pad)
         hidden = self.encoder(visible.input_ids, attention_mask=visible.attention_mask,
                               position_ids=visible.position_ids)
         mask_embedding = self.encoder.embed.weight[self.specials.mask]
@@ -62,3 +68,6 @@ class MAELM(Objective):
     def forward(self, batch: Batch, generator: torch.Generator) -> ObjectiveOutput:
         selected = self.select(batch, generator)
         return token_loss(self.predict(batch, selected), batch.input_ids[selected])
+
+    def masked_log_probs(self, batch: Batch, selected: Tensor) -> Tensor:
+        return self.predict(batch, selected).float().log_softmax(dim=-1)

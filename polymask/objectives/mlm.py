@@ -30,6 +30,10 @@ class MaskedLM(Objective):
 
     Config = MLMConfig
     config: MLMConfig
+    rank_inputs = ("masked_real", "unmasked", "mask_tokens")
+    lm_export = "head"
+    fill_mask_note = ("the MLM head the encoder was pretrained with, on the encoder's output: fill-mask is the "
+                      "pretrained model's own prediction.")
 
     def __init__(self, config: MLMConfig, encoder: Encoder, specials: SpecialIds, mask_span: int = 1) -> None:
         super().__init__(config, encoder, specials, mask_span)
@@ -46,3 +50,9 @@ class MaskedLM(Objective):
         selected, corrupted = self.corrupt(batch, generator)
         hidden = self.encoder(corrupted, attention_mask=batch.attention_mask)
         return token_loss(self.head(hidden[selected]), batch.input_ids[selected])
+
+    def masked_log_probs(self, batch: Batch, selected: torch.Tensor) -> torch.Tensor:
+        """Every selected position replaced by [MASK] (no random or kept tokens), then the LM head."""
+        corrupted = batch.input_ids.masked_fill(selected, self.specials.mask)
+        hidden = self.encoder(corrupted, attention_mask=batch.attention_mask)
+        return self.head(hidden[selected]).float().log_softmax(dim=-1)

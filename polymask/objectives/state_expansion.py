@@ -60,7 +60,7 @@ class Expansion:
         return torch.arange(self.input_ids.shape[1], device=self.input_ids.device).expand_as(self.input_ids)
 
 
-def compact(flags: Tensor, values: Tensor, fill: int) -> tuple[Tensor, Tensor]:
+def left_align(flags: Tensor, values: Tensor, fill: int) -> tuple[Tensor, Tensor]:
     """Left-align ``values`` where ``flags`` is set, row by row: (B, max count) values and mask."""
     rank = flags.long().cumsum(dim=1) - 1
     width = int(flags.sum(dim=1).max()) if flags.numel() else 0
@@ -97,7 +97,7 @@ def expand_states(input_ids: Tensor, selected: Tensor, attention_mask: Tensor | 
     corrupted = input_ids.masked_fill(selected, mask_id)
     expanded = torch.where(valid, corrupted.gather(1, original), pad_id)
     original = torch.where(valid, original, 0)
-    state_slots, state_mask = compact(is_state, slots, 0)
-    targets, target_mask = compact(grouped, input_ids, pad_id)
+    state_slots, state_mask = left_align(is_state, slots, 0)
+    targets, target_mask = left_align(grouped, input_ids, pad_id)
     return Expansion(expanded, None if bool(valid.all()) else valid, original, state, state_slots, state_mask,
                      targets, target_mask, k)

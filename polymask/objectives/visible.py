@@ -1,6 +1,6 @@
 """MAE-LM's compaction: drop the selected positions, keep the visible tokens at their original positions.
 
-``compact`` moves each row's visible tokens to the front (in order) and pads the rows to the
+``compact_visible`` moves each row's visible tokens to the front (in order) and pads the rows to the
 longest visible count, so the encoder runs on a (B, V) batch with V <= L instead of a full-length
 batch with a mask. ``scatter_back`` puts encoder outputs back at their original positions.
 """
@@ -22,7 +22,7 @@ class Compacted:
     valid: Tensor            # (B, V) True for visible tokens (never None)
 
 
-def compact(input_ids: Tensor, visible: Tensor, pad_id: int) -> Compacted:
+def compact_visible(input_ids: Tensor, visible: Tensor, pad_id: int) -> Compacted:
     """Keep the ``visible`` (B, L) positions of ``input_ids``, each at its original position id."""
     counts = visible.sum(dim=1)
     width = max(int(counts.max()), 1)

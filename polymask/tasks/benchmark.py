@@ -17,10 +17,11 @@ from typing import Any
 
 import numpy as np
 
+from polymask.checkpoints.finetuned import folder_bytes, is_finetuned
 from polymask.errors import RunBusy, TaskFileMissing
-from polymask.inference.saved import folder_bytes, is_finetuned
 from polymask.jsonio import make_dir, write_json
 from polymask.locks import acquire
+from polymask.runtime import inner_progress, progress_bar
 from polymask.tasks.kinds import KINDS
 from polymask.tasks.metrics import METRICS
 from polymask.tasks.pretraining_report import pretraining_sections
@@ -28,7 +29,6 @@ from polymask.tasks.report import write_report
 from polymask.tasks.spec import TaskSpec, load_task_spec
 from polymask.tasks.systems import System
 from polymask.tracking import TrackedRun
-from polymask.training.runtime import inner_progress, progress_bar
 
 
 def slug(text: str) -> str:

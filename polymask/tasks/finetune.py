@@ -18,18 +18,18 @@ import torch
 from tokenizers import Tokenizer
 from torch import Tensor, nn
 
+from polymask.checkpoints.finetuned import SaveTarget, finetuned_meta, save_finetuned
 from polymask.data.batching import BatchSampler, collate
-from polymask.inference.records import run_batched
-from polymask.inference.saved import SaveTarget, finetuned_meta, save_finetuned
-from polymask.model.encoder import Encoder
+from polymask.data.model_inputs import run_batched
 from polymask.modalities.base import Modality
+from polymask.model.encoder import Encoder
+from polymask.model.heads import TASK_HEADS, SequencePredictor, TaskHead
+from polymask.runtime import autocast, inner_progress_bar, precision_used, resolve_device
 from polymask.tasks.data import TaskData, TaskSplit, subset
-from polymask.tasks.heads import TASK_HEADS, SequencePredictor, TaskHead
 from polymask.tasks.metrics import better, score
 from polymask.tasks.options import FinetuneConfig
 from polymask.tokenization import SpecialIds
 from polymask.tracking import Reporter
-from polymask.training.runtime import autocast, inner_progress_bar, precision_used, resolve_device
 
 
 @dataclass

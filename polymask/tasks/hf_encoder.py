@@ -24,11 +24,11 @@ import torch
 from torch import Tensor, nn
 
 from polymask.builtin_models import FACTS as BUILTIN_FACTS
+from polymask.checkpoints.pretrained import FINETUNED_META, LATEST, MANIFEST, RUN_CONFIG
 from polymask.errors import CheckpointError, DataError
 from polymask.modalities.base import Modality
 from polymask.resources import PACKAGE_DIR
 from polymask.tokenization import SpecialIds
-from polymask.training.checkpoint import FINETUNED_META, LATEST, MANIFEST, RUN_CONFIG
 from polymask.transformers_quiet import quiet_transformers
 
 if TYPE_CHECKING:

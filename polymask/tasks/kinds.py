@@ -12,9 +12,9 @@ from typing import Any, Callable
 
 from tokenizers import Tokenizer
 
-from polymask.inference.saved import SaveTarget
-from polymask.model.encoder import Encoder
+from polymask.checkpoints.finetuned import SaveTarget
 from polymask.modalities.base import Modality
+from polymask.model.encoder import Encoder
 from polymask.tasks.data import load_task
 from polymask.tasks.finetune import FinetuneConfig, finetune
 from polymask.tasks.span_finetune import finetune_span

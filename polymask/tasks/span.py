@@ -15,7 +15,6 @@ from tokenizers import Tokenizer
 from torch import Tensor, nn
 
 from polymask.errors import ConfigError
-from polymask.model.encoder import Encoder
 from polymask.tasks.options import SpanOptions
 from polymask.tokenization import SpecialIds
 
@@ -104,22 +103,6 @@ def allowed_positions(features: SpanFeatures, rows: np.ndarray, width: int) -> T
     begin = np.array([features.context_from[i] for i in rows])[:, None]
     end = begin + np.array([len(features.offsets[i]) for i in rows])[:, None]
     return torch.from_numpy((positions == 0) | ((positions >= begin) & (positions < end)))
-
-
-class SpanPredictor(nn.Module):
-    """Encoder -> one linear layer giving a start and an end score per token; disallowed positions masked."""
-
-    def __init__(self, encoder: Encoder) -> None:
-        super().__init__()
-        self.encoder = encoder
-        self.head = nn.Linear(encoder.config.d_model, 2)
-        nn.init.normal_(self.head.weight, std=0.02)
-        nn.init.zeros_(self.head.bias)
-
-    def forward(self, input_ids: Tensor, attention_mask: Tensor | None, allowed: Tensor) -> tuple[Tensor, Tensor]:
-        logits = self.head(self.encoder(input_ids, attention_mask=attention_mask)).float()
-        logits = logits.masked_fill(~allowed.unsqueeze(-1), torch.finfo(torch.float32).min / 2)
-        return logits[..., 0], logits[..., 1]
 
 
 def span_loss(start_logits: Tensor, end_logits: Tensor, starts: Tensor, ends: Tensor) -> Tensor:

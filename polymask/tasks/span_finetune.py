@@ -13,20 +13,28 @@ import torch
 from tokenizers import Tokenizer
 from torch import Tensor
 
+from polymask.checkpoints.finetuned import SaveTarget, finetuned_meta, save_finetuned
 from polymask.data.batching import BatchSampler, collate
-from polymask.inference.saved import SaveTarget, finetuned_meta, save_finetuned
-from polymask.model.encoder import Encoder
 from polymask.modalities.base import Modality
+from polymask.model.encoder import Encoder
+from polymask.model.heads import SpanPredictor
+from polymask.runtime import autocast, precision_used, resolve_device
 from polymask.tasks.data import cap_indices
 from polymask.tasks.finetune import FinetuneConfig, fit
 from polymask.tasks.metrics import score
-from polymask.tasks.span import (QAExample, SpanFeatures, SpanPredictor, allowed_positions, answer_predictions,
-                                 best_spans, build_features, span_loss)
+from polymask.tasks.span import (
+    QAExample,
+    SpanFeatures,
+    allowed_positions,
+    answer_predictions,
+    best_spans,
+    build_features,
+    span_loss,
+)
 from polymask.tasks.squad import SquadTask
 from polymask.tasks.squad_eval import best_threshold
 from polymask.tokenization import SpecialIds
 from polymask.tracking import Reporter
-from polymask.training.runtime import autocast, precision_used, resolve_device
 
 Forward = Callable[[SpanFeatures, np.ndarray], tuple[Tensor, Tensor]]
 

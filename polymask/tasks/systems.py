@@ -22,12 +22,13 @@ import numpy as np
 import torch
 from tokenizers import Tokenizer
 
+from polymask.checkpoints.finetuned import SaveTarget
+from polymask.checkpoints.pretrained import CHECKPOINT_NAME, MANIFEST, load_checkpoint
 from polymask.config import build_run_config
 from polymask.errors import ConfigError
-from polymask.inference.saved import SaveTarget
-from polymask.model.encoder import Encoder
 from polymask.modalities import MODALITIES, build_modality
 from polymask.modalities.base import Modality
+from polymask.model.encoder import Encoder
 from polymask.registry import Registry
 from polymask.tasks.data import TaskData, with_train_cap
 from polymask.tasks.finetune import FinetuneConfig
@@ -36,7 +37,6 @@ from polymask.tasks.kinds import KINDS, TABLE_KINDS
 from polymask.tasks.metrics import score
 from polymask.tasks.spec import TaskSpec, load_task_spec
 from polymask.tracking import TrackedRun, open_reporter, require
-from polymask.training.checkpoint import CHECKPOINT_NAME, MANIFEST, load_checkpoint
 
 #: (task data of any kind, seed, folder for the fine-tuned model, the cell's name and folder for trackers) -> result.
 RunCell = Callable[[Any, int, Path, TrackedRun], dict[str, Any]]

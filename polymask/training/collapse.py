@@ -15,8 +15,8 @@ import numpy as np
 import torch
 from torch import Tensor
 
-from polymask.analysis.effective_rank import singular_values, variance_rank
 from polymask.config import CollapseConfig
+from polymask.effective_rank import singular_values, variance_rank
 
 
 def unigram_accuracy(sequences: Iterable[Sequence[int]], special_ids: Sequence[int]) -> float:

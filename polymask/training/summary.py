@@ -2,15 +2,10 @@
 from __future__ import annotations
 
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
-from polymask.data.corpus import copy_skipped
 from polymask.jsonio import append_jsonl, dumps, read_jsonl, write_json, write_text
 from polymask.tracking import Reporter, Reporters
-from polymask.training.runtime import precision_used
-
-if TYPE_CHECKING:
-    from polymask.training.trainer import Trainer
 
 
 class MetricsLog:
@@ -41,54 +36,10 @@ TIME_LABELS = {"train_time_s": "train_time_s (training steps, every invocation o
                "wall_time_s": "wall_time_s (this invocation, evaluation and checkpoints included)"}
 
 
-def write_summary(trainer: "Trainer", last_eval: dict[str, Any], wall_time: float,
-                  status: str = "completed") -> dict[str, Any]:
-    """Build, print and save the run summary; ``status``: completed, interrupted or diverged."""
-    state, report = trainer.state, trainer.corpus_report
-    skipped_file = trainer.run_dir / "skipped_records.jsonl"
-    if trainer.skipped_file != skipped_file:
-        copy_skipped(trainer.skipped_file, skipped_file, trainer.renamed_sources)
-    summary = {
-        "status": status,
-        "run_dir": str(trainer.run_dir),
-        "modality": trainer.modality.name,
-        "objective": trainer.config.objective.name,
-        "parameters": sum(p.numel() for p in trainer.encoder.parameters()),
-        "device": str(trainer.device),
-        "precision": precision_used(trainer.device, trainer.config.train.precision),
-        "steps": state.step,
-        "skipped_steps": state.skipped_steps,
-        "epochs": trainer.epochs_done(),
-        "tokens": state.tokens,
-        "tokens_per_s": round(state.tokens / max(state.train_time, 1e-9), 1),
-        "padding_fraction": round(1 - state.tokens / max(state.padded_tokens, 1), 4),
-        "train_time_s": round(state.train_time, 2),
-        "wall_time_s": round(wall_time, 2),
-        "time_note": TIME_NOTE,
-        "records": report.records,
-        "skipped_records": report.skipped,
-        "skipped_examples": report.skipped_examples,
-        "skipped_by_reason": report.skipped_by_reason,
-        "changed_by_step": report.changed_by_step,
-        "held_out_records": report.held_out,
-        "held_out_by_file": report.held_out_by_file,
-        "unknown_tokens": report.unknown_tokens,
-        "train_sequences": report.train_sequences,
-        "valid_sequences": report.valid_sequences,
-        "best_val_loss": state.best_val_loss,
-        "final_val_loss": last_eval.get("val_loss"),
-        "final_val_accuracy": last_eval.get("val_accuracy"),
-        "unigram_accuracy": None if trainer.collapse is None else trainer.collapse.unigram,
-        "final_val_rank": last_eval.get("val_rank"),
-        "collapsed": None if trainer.collapse is None else trainer.collapse.collapsed,
-        "checkpoint": str(trainer.last_checkpoint) if trainer.last_checkpoint else None,
-        "checkpoint_step": trainer.last_saved_step if trainer.last_saved_step >= 0 else None,
-        "collapse": None if trainer.collapse is None else trainer.collapse.report(),
-        "memory": trainer.resources.report(),
-    }
-    write_json(trainer.run_dir / "summary.json", summary)
+def write_summary(path: Path, summary: dict[str, Any]) -> None:
+    """Save a run's summary as JSON at ``path`` and print it as a table (``format_summary``)."""
+    write_json(path, summary)
     print(format_summary(summary))
-    return summary
 
 
 def format_summary(summary: dict[str, Any]) -> str:

@@ -19,38 +19,51 @@ import time
 from contextlib import contextmanager
 from dataclasses import asdict, dataclass
 from pathlib import Path
-from typing import Any, Iterator
+from typing import Any, Iterator, NamedTuple, Sequence
 
 import torch
 from datasets import Dataset
 from tokenizers import Tokenizer
 from torch.distributed.checkpoint.state_dict import StateDictOptions, get_state_dict, set_state_dict
 
+from polymask.checkpoints.pretrained import (
+    checkpoint_folder,
+    load_checkpoint,
+    optimizer_state_from,
+    resolve_checkpoint,
+    save_checkpoint,
+)
 from polymask.config import RunConfig, build_run_config
 from polymask.data.batching import Batch, BatchSampler, collate
-from polymask.data.corpus import CorpusReport, prepare_corpus
+from polymask.data.corpus import CorpusReport, copy_skipped, prepare_corpus
 from polymask.data.streaming import StreamingBatches
 from polymask.data.streams import IndexedBatches, MicroBatch, StreamPosition
 from polymask.errors import CheckpointError, ConfigError, RankLost, RunInterrupted, TrainingDiverged
 from polymask.jsonio import make_dir
 from polymask.locks import FolderLock, lock_run_folder
-from polymask.model.encoder import Encoder
 from polymask.modalities import build_modality
+from polymask.model.encoder import Encoder
 from polymask.objectives import OBJECTIVES
+from polymask.runtime import (
+    autocast,
+    precision_used,
+    progress_bar,
+    resolve_device,
+    restore_rng,
+    rng_tensors,
+    step_generator,
+    tqdm_write,
+)
+from polymask.tensor_checks import check_weights
 from polymask.tokenization import SpecialIds
 from polymask.tracking import TrackedRun, open_reporter, require
-from polymask.training.checkpoint import (checkpoint_folder, load_checkpoint, optimizer_state_from, resolve_checkpoint,
-                                         save_checkpoint)
 from polymask.training.collapse import CollapseMonitor, FinalStates, unigram_accuracy
 from polymask.training.distributed import init_distributed, peer_failure, wrap_model
 from polymask.training.memory import ResourceTrace
 from polymask.training.run_folder import Existing, claim_run_folder, finished_summary, resume_point
-from polymask.training.runtime import (autocast, progress_bar, resolve_device, restore_rng, rng_tensors, step_generator,
-                                       tqdm_write)
 from polymask.training.schedule import build_optimizer, learning_rate
 from polymask.training.signals import StopRequests, exit_code, signal_name
-from polymask.training.tensor_checks import check_weights
-from polymask.training.summary import MetricsLog, write_summary
+from polymask.training.summary import TIME_NOTE, MetricsLog, write_summary
 
 VALIDATION_STREAM = 1
 AUGMENT_STREAM = 2
@@ -69,8 +82,17 @@ class TrainState(StreamPosition):
     skipped_steps: int = 0
 
 
+class StepResult(NamedTuple):
+    """One optimiser step: its loss (the mean over ranks and micro-batches; NaN when the step was skipped for a
+    non-finite loss or gradient, and no update was made) and its real (non-padding) and padded token counts."""
+
+    loss: float
+    real_tokens: int
+    padded_tokens: int
+
+
 class Trainer:
-    """Builds the run from a ``RunConfig`` and trains it; see ``train()``."""
+    """Builds the run from a ``RunConfig`` and trains it: ``fit()`` runs the loop, ``step()`` one optimiser step."""
 
     def __init__(self, config: RunConfig, data: Dataset | None = None, run_dir: Path | None = None,
                  tokenizer: Tokenizer | None = None, existing: Existing = "refuse") -> None:
@@ -124,7 +146,7 @@ class Trainer:
         self.metrics = MetricsLog(self.run_dir / "metrics.jsonl")
         self.collapse = self._collapse_monitor()
         self.resources = ResourceTrace(settled_step=0)  # replaced when fit() starts
-        self._in_step = False  # True from a step's first batch to its update: an interrupt there saves nothing
+        self._in_step = False  # True from a step's first batch until its state advances: an interrupt saves nothing
 
     def close(self) -> None:
         """Release the run folder (done by ``fit``; for a trainer that is never fitted)."""
@@ -179,25 +201,32 @@ class Trainer:
         return CollapseMonitor(settings, unigram, first_step)
 
     # -- data -------------------------------------------------------------------------------------
-    def _batch(self, micro_batch: MicroBatch, augment_seed: tuple[int, ...] | None) -> Batch:
-        sequences = micro_batch.sequences
-        if augment_seed is not None and micro_batch.texts and self.modality.config.augment:
-            rng = random.Random(hash(augment_seed))
-            variants = [self.modality.tokenizer_input(self.modality.augment(text, rng)) for text in micro_batch.texts]
-            encoded = self.tokenizer.encode_batch(variants)
-            max_len = self.config.data.max_len
-            sequences = [e.ids if len(e.ids) <= max_len else s for e, s in zip(encoded, sequences)]
+    def device_batch(self, sequences: Sequence[Sequence[int]]) -> Batch:
+        """Token sequences as one padded ``Batch`` on the trainer's device, as a step or ``evaluate()`` sees them."""
         batch = collate(sequences, self.specials.pad)
         if self.device.type == "cuda":
             batch = batch.pin_memory()
         return batch.to(self.device)
 
+    def _augmented(self, micro_batch: MicroBatch, seed: tuple[int, ...]) -> Sequence[Sequence[int]]:
+        """The micro-batch's sequences, re-tokenised from augmented texts when the modality augments (a variant
+        longer than ``data.max_len`` keeps the original)."""
+        if not (micro_batch.texts and self.modality.config.augment):
+            return micro_batch.sequences
+        rng = random.Random(hash(seed))
+        variants = [self.modality.tokenizer_input(self.modality.augment(text, rng)) for text in micro_batch.texts]
+        encoded = self.tokenizer.encode_batch(variants)
+        max_len = self.config.data.max_len
+        return [e.ids if len(e.ids) <= max_len else s for e, s in zip(encoded, micro_batch.sequences)]
+
     # -- steps ------------------------------------------------------------------------------------
-    def _train_step(self, train_seconds: float = 0.0) -> tuple[float, int, int]:
-        """One optimiser step: (mean loss over all ranks and micro-batches, real tokens, padded tokens); the
-        loss is NaN when the step was skipped (a non-finite loss or gradient on any rank: no update).
-        ``train_seconds``: the training time so far, which places the step in a ``max_time`` schedule."""
+    def step(self, train_seconds: float = 0.0) -> StepResult:
+        """One optimiser step on the next batches of the training stream (``grad_accum`` micro-batches per rank),
+        then ``state`` advanced: the step counter, its tokens and its time. A step whose loss or gradient is not
+        finite on any rank makes no update (its loss is NaN). ``train_seconds``: the training time so far, which
+        places the step in a ``max_time`` schedule."""
         config = self.config.train
+        started = time.perf_counter()
         self._in_step = True
         for group in self.optimizer.param_groups:
             group["lr"] = learning_rate(self.state.step, config, train_seconds)
@@ -205,7 +234,8 @@ class Trainer:
         mine = self.dist.own(step_batches, config.grad_accum)
         loss_total, real, padded = 0.0, 0, 0
         for position, (index, micro_batch) in enumerate(mine):
-            batch = self._batch(micro_batch, (config.seed, self.state.step, index, AUGMENT_STREAM))
+            augment_seed = (config.seed, self.state.step, index, AUGMENT_STREAM)
+            batch = self.device_batch(self._augmented(micro_batch, augment_seed))
             last = position == len(mine) - 1
             with self._gradient_sync(last), autocast(self.device, config.precision):
                 output = self.train_model(batch, step_generator(config.seed, self.state.step, index))
@@ -220,8 +250,12 @@ class Trainer:
         if not nonfinite:
             self.optimizer.step()
         self.optimizer.zero_grad(set_to_none=True)
+        self.state.train_time += time.perf_counter() - started
+        self.state.step += 1
+        self.state.tokens += int(real)
+        self.state.padded_tokens += int(padded)
         self._in_step = False
-        return (math.nan if nonfinite else loss_sum / self.dist.world_size), int(real), int(padded)
+        return StepResult(math.nan if nonfinite else loss_sum / self.dist.world_size, int(real), int(padded))
 
     def _gradient_sync(self, last_micro_batch: bool) -> Any:
         """DDP all-reduces gradients only after the last micro-batch of a step."""
@@ -238,7 +272,7 @@ class Trainer:
         batches = self.valid_batches[:config.eval_batches] if config.eval_batches else self.valid_batches
         with FinalStates(self.encoder, self.specials.all, config.collapse.rank_tokens) as final_states:
             for index, indices in enumerate(batches):
-                batch = self._batch(MicroBatch([self.valid_store[int(i)] for i in indices]), None)
+                batch = self.device_batch([self.valid_store[int(i)] for i in indices])
                 with autocast(self.device, config.precision):
                     output = self.train_model(batch, step_generator(config.seed, index, 0, VALIDATION_STREAM))
                 loss_sum += output.loss.item() * output.predictions
@@ -346,12 +380,7 @@ class Trainer:
                 if self._stop_requested(stop):
                     stopped = True
                     break
-                tick = time.perf_counter()
-                loss, real, padded = self._train_step(train_seconds)
-                self.state.train_time += time.perf_counter() - tick
-                self.state.step += 1
-                self.state.tokens += real
-                self.state.padded_tokens += padded
+                loss = self.step(train_seconds).loss
                 rate = self.state.tokens / max(self.state.train_time, 1e-9)
                 bar.update(1)
                 bar.set_postfix(loss=f"{loss:.3f}", tok_s=f"{rate:,.0f}")
@@ -421,7 +450,61 @@ class Trainer:
                              f"continue with: polymask train --resume {self.run_dir}", exit_code(signum))
 
     def _write_summary(self, last_eval: dict[str, Any], started: float, status: str) -> dict[str, Any]:
-        return write_summary(self, last_eval, time.perf_counter() - started, status) if self.dist.is_main else {}
+        """On rank 0: the corpus' skipped records copied into the run folder, the run facts saved as summary.json
+        and printed; returns them (other ranks: an empty dict)."""
+        if not self.dist.is_main:
+            return {}
+        wall_time = time.perf_counter() - started
+        skipped_file = self.run_dir / "skipped_records.jsonl"
+        if self.skipped_file != skipped_file:
+            copy_skipped(self.skipped_file, skipped_file, self.renamed_sources)
+        facts = self.run_facts(last_eval, wall_time, status)
+        write_summary(self.run_dir / "summary.json", facts)
+        return facts
+
+    def run_facts(self, last_eval: dict[str, Any], wall_time: float, status: str = "completed") -> dict[str, Any]:
+        """The run summary, in summary.json's order: the run, its steps, tokens and clocks, its corpus, its last
+        evaluation, collapse verdict, checkpoint and memory. ``last_eval``: the latest ``evaluate()`` result;
+        ``wall_time``: seconds of this invocation; ``status``: completed, interrupted or diverged."""
+        state, report, collapse = self.state, self.corpus_report, self.collapse
+        return {
+            "status": status,
+            "run_dir": str(self.run_dir),
+            "modality": self.modality.name,
+            "objective": self.config.objective.name,
+            "parameters": sum(p.numel() for p in self.encoder.parameters()),
+            "device": str(self.device),
+            "precision": precision_used(self.device, self.config.train.precision),
+            "steps": state.step,
+            "skipped_steps": state.skipped_steps,
+            "epochs": self.epochs_done(),
+            "tokens": state.tokens,
+            "tokens_per_s": round(state.tokens / max(state.train_time, 1e-9), 1),
+            "padding_fraction": round(1 - state.tokens / max(state.padded_tokens, 1), 4),
+            "train_time_s": round(state.train_time, 2),
+            "wall_time_s": round(wall_time, 2),
+            "time_note": TIME_NOTE,
+            "records": report.records,
+            "skipped_records": report.skipped,
+            "skipped_examples": report.skipped_examples,
+            "skipped_by_reason": report.skipped_by_reason,
+            "changed_by_step": report.changed_by_step,
+            "held_out_records": report.held_out,
+            "held_out_by_file": report.held_out_by_file,
+            "unknown_tokens": report.unknown_tokens,
+            "train_sequences": report.train_sequences,
+            "valid_sequences": report.valid_sequences,
+            "best_val_loss": state.best_val_loss,
+            "final_val_loss": last_eval.get("val_loss"),
+            "final_val_accuracy": last_eval.get("val_accuracy"),
+            "unigram_accuracy": None if collapse is None else collapse.unigram,
+            "final_val_rank": last_eval.get("val_rank"),
+            "collapsed": None if collapse is None else collapse.collapsed,
+            "checkpoint": str(self.last_checkpoint) if self.last_checkpoint else None,
+            "checkpoint_step": self.last_saved_step if self.last_saved_step >= 0 else None,
+            "collapse": None if collapse is None else collapse.report(),
+            "memory": self.resources.report(),
+        }
 
     def epochs_done(self) -> float:
         """Epochs of training data consumed (whole epochs only when streaming: the length is unknown)."""

@@ -16,7 +16,7 @@ from pathlib import Path
 import torch
 
 from polymask.analysis.semantics import masked_batches
-from polymask.training.checkpoint import load_checkpoint
+from polymask.checkpoints.pretrained import load_checkpoint
 
 
 def main(run: Path, data: Path, sequences: int = 2000) -> None:

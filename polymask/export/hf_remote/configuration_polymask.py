@@ -7,9 +7,9 @@ class PolymaskConfig(PretrainedConfig):
 
     ``rotary_2d``: ExLM's encoders split each head into two rotary sections (token index, state
     index); a plain input uses state index 0, which leaves the second section unrotated.
-    ``objective`` says which head ``PolymaskForMaskedLM`` applies: ``mlm`` and ``exlm`` put the LM
-    head on the encoder's output, ``maelm`` removes [MASK] tokens from the encoder's input and lets
-    MAE-LM's shallow decoder (``decoder_*``) reconstruct them, as in pretraining.
+    ``PolymaskForMaskedLM`` puts the LM head on the encoder's output; with a decoder (``decoder_layers`` > 0,
+    MAE-LM) it removes [MASK] tokens from the encoder's input and lets the shallow decoder (``decoder_*``)
+    reconstruct them, as in pretraining. ``objective`` names the pretraining objective.
     ``pooling`` (cls or mean) and ``classifier_dropout`` shape ``PolymaskForSequenceClassification``.
     ``hidden_act``: ``gelu`` (exact) or ``gelu_pytorch_tanh`` (tanh approximation), in the MLPs and the LM head.
     """
@@ -19,7 +19,8 @@ class PolymaskConfig(PretrainedConfig):
     def __init__(self, vocab_size=64, hidden_size=256, num_hidden_layers=4, num_attention_heads=4,
                  intermediate_size=1024, hidden_dropout=0.0, attention_dropout=0.0, layer_norm_eps=1e-5,
                  rotary_base=10000.0, rotary_2d=False, embed_norm=True, hidden_act="gelu_pytorch_tanh",
-                 objective="mlm", decoder_layers=0, decoder_width=0, decoder_heads=0, decoder_intermediate_size=0, decoder_dropout=0.0,
+                 objective="mlm", decoder_layers=0, decoder_width=0, decoder_heads=0, decoder_intermediate_size=0,
+                 decoder_dropout=0.0,
                  pooling="mean", classifier_dropout=0.1, mask_token_id=4, pad_token_id=0, **kwargs):
         self.vocab_size = vocab_size
         self.hidden_size = hidden_size

@@ -234,7 +234,7 @@ class PolymaskForMaskedLM(PolymaskPreTrainedModel):
     def __init__(self, config: PolymaskConfig) -> None:
         super().__init__(config)
         self.polymask = PolymaskModel(config)
-        self.decoder = PolymaskDecoder(config) if config.objective == "maelm" else None
+        self.decoder = PolymaskDecoder(config) if config.decoder_layers else None
         self.lm_head = PolymaskLMHead(config)
         self.post_init()
 

@@ -119,3 +119,19 @@ class RegressionHead(TaskHead):
 
 
 TASK_HEADS: dict[str, type[TaskHead]] = {head.kind: head for head in (BinaryHead, MulticlassHead, RegressionHead)}
+
+
+class SpanPredictor(nn.Module):
+    """Encoder -> one linear layer giving a start and an end score per token; disallowed positions masked."""
+
+    def __init__(self, encoder: Encoder) -> None:
+        super().__init__()
+        self.encoder = encoder
+        self.head = nn.Linear(encoder.config.d_model, 2)
+        nn.init.normal_(self.head.weight, std=0.02)
+        nn.init.zeros_(self.head.bias)
+
+    def forward(self, input_ids: Tensor, attention_mask: Tensor | None, allowed: Tensor) -> tuple[Tensor, Tensor]:
+        logits = self.head(self.encoder(input_ids, attention_mask=attention_mask)).float()
+        logits = logits.masked_fill(~allowed.unsqueeze(-1), torch.finfo(torch.float32).min / 2)
+        return logits[..., 0], logits[..., 1]

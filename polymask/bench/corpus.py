@@ -12,10 +12,10 @@ import time
 from pathlib import Path
 from typing import Any
 
-from polymask.bench import machine
 from polymask.data.corpus import prepare_corpus
 from polymask.jsonio import dumps, make_dir, write_json, write_text
 from polymask.modalities import MODALITIES
+from polymask.runtime import machine
 
 
 def _peak_rss_mib(who: int) -> float:

@@ -1,8 +1,8 @@
-"""What ``polymask bench`` measures about one system: step time, real tokens/s, padding, encoder time and
+"""What ``polymask bench`` measures about one contender: step time, real tokens/s, padding, encoder time and
 positions, FLOPs per token (counted by ``torch.utils.flop_counter``) and peak memory.
 
 Model FLOPs utilisation (MFU) = counted FLOPs per second / the device's matmul peak, measured in the
-same run (``matmul_peak``) for the precision the system trains in. FLOPs are those the objective
+same run (``matmul_peak``) for the precision the contender trains in. FLOPs are those the objective
 actually executes (forward and backward matrix products and attention), so ExLM's expanded sequence
 and MAE-LM's shorter encoder input are counted as run.
 """
@@ -19,7 +19,7 @@ import torch
 from torch import nn
 from torch.utils.flop_counter import FlopCounterMode
 
-from polymask.bench_systems import BenchSystem
+from polymask.bench.contenders import Contender
 
 
 def _sync(device: torch.device) -> None:
@@ -91,26 +91,26 @@ def peak_memory(device: torch.device) -> Iterator[dict[str, float]]:
     result["memory_kind"] = "process RSS"
 
 
-def measure(system: BenchSystem, warmup: int, steps: int, flop_steps: int) -> dict[str, Any]:
+def measure(contender: Contender, warmup: int, steps: int, flop_steps: int) -> dict[str, Any]:
     """Time ``steps`` optimiser steps after ``warmup``, then count the FLOPs of ``flop_steps`` more."""
     for _ in range(warmup):
-        system.step()
-    meter = EncoderMeter(system.encoder, system.device)
+        contender.step()
+    meter = EncoderMeter(contender.encoder, contender.device)
     durations, real, padded = [], 0, 0
-    with peak_memory(system.device) as memory:
+    with peak_memory(contender.device) as memory:
         for _ in range(steps):
-            _sync(system.device)
+            _sync(contender.device)
             start = time.perf_counter()
-            step_real, step_padded = system.step()
-            _sync(system.device)
+            step_real, step_padded = contender.step()
+            _sync(contender.device)
             durations.append(time.perf_counter() - start)
             real, padded = real + step_real, padded + step_padded
     meter.remove()
     counter, counted_real = FlopCounterMode(display=False), 0
     with counter:
         for _ in range(flop_steps):
-            counted_real += system.step()[0]
-    return {"precision": system.precision, "real_tokens_per_s": real / sum(durations),
+            counted_real += contender.step()[0]
+    return {"precision": contender.precision, "real_tokens_per_s": real / sum(durations),
             "step_ms": 1000 * statistics.median(durations), "padding_fraction": 1 - real / padded,
             "encoder_ms_per_step": 1000 * meter.seconds / steps, "encoder_positions_per_step": meter.positions / steps,
             "input_positions_per_step": padded / steps, "flops_per_real_token": counter.get_total_flops() / counted_real,

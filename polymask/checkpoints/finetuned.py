@@ -15,7 +15,7 @@ from __future__ import annotations
 import json
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import torch
 from safetensors import SafetensorError
@@ -23,19 +23,24 @@ from safetensors.torch import load_file
 from tokenizers import Tokenizer
 
 from polymask import jsonio
-from polymask.atomic_folder import staged_folder
+from polymask.checkpoints.atomic import staged_folder
+from polymask.checkpoints.pretrained import FINETUNED_META, verify_checkpoint, write_manifest
 from polymask.errors import CheckpointError
 from polymask.modalities.base import Modality
 from polymask.model.encoder import Encoder
-from polymask.tasks.spec import TaskSpec
 from polymask.tokenization import load_tokenizer, save_tokenizer
-from polymask.training.checkpoint import FINETUNED_META, verify_checkpoint, write_manifest
 from polymask.weights_io import save_weights
+
+if TYPE_CHECKING:
+    from polymask.tasks.spec import TaskSpec
 
 FORMAT = "polymask-finetuned"
 FORMAT_VERSION = 1
-#: transformers' ``problem_type`` vocabulary (plus "span" for extractive question answering).
-PROBLEM_TYPES = {"regression": "regression", "multiclass": "single_label_classification", "span": "span"}
+#: A task kind's ``problem_type`` in transformers' vocabulary (plus "span" for extractive question answering).
+#: A binary task has one logit per task, each under its own sigmoid: multi_label_classification (transformers'
+#: BCE-with-logits) even for a single task, where single_label_classification would be a softmax over one logit.
+PROBLEM_TYPES = {"regression": "regression", "binary": "multi_label_classification",
+                 "multiclass": "single_label_classification", "span": "span"}
 
 
 @dataclass(frozen=True)
@@ -47,14 +52,6 @@ class SaveTarget:
     checkpoint: str
     objective: str
     step: int | None
-
-
-def problem_type(spec: TaskSpec, n_labels: int) -> str:
-    """regression, single_label_classification (multiclass, or one binary task), multi_label_classification
-    (several binary tasks, as Tox21) or span."""
-    if spec.kind == "binary":
-        return "single_label_classification" if n_labels == 1 else "multi_label_classification"
-    return PROBLEM_TYPES[spec.kind]
 
 
 def class_names(spec: TaskSpec, n_outputs: int) -> list[str]:
@@ -76,7 +73,7 @@ def finetuned_meta(spec: TaskSpec, label_names: list[str], n_outputs: int, modal
     modality_config["tokenizer"] = None  # the tokenizer is copied into the folder
     return {
         "format": FORMAT, "format_version": FORMAT_VERSION,
-        "task": {"key": spec.key, "kind": spec.kind, "problem_type": problem_type(spec, len(label_names)),
+        "task": {"key": spec.key, "kind": spec.kind, "problem_type": PROBLEM_TYPES[spec.kind],
                  "input_columns": list(spec.input_columns), "label_names": list(label_names),
                  "class_names": class_names(spec, n_outputs), "n_outputs": n_outputs, "source": spec.source},
         "normalisation": normalisation,

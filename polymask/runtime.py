@@ -3,10 +3,12 @@ from __future__ import annotations
 
 import contextlib
 import functools
+import platform
 import random
 import sys
 import time
 from contextvars import ContextVar
+from pathlib import Path
 from typing import Any, ContextManager, Iterator
 
 import torch
@@ -114,3 +116,18 @@ def inner_progress(enabled: bool) -> Iterator[None]:
 def inner_progress_bar(**kwargs: Any) -> tqdm:
     """A bar for work inside an outer one: hidden unless inside ``inner_progress(True)``, removed when closed."""
     return progress_bar(disable=not _INNER_PROGRESS.get(), leave=False, **kwargs)
+
+
+def machine() -> dict[str, Any]:
+    """The device (GPU name, else the CPU model), torch threads, torch and Python versions, for result files."""
+    cpu = platform.processor() or platform.machine()
+    try:
+        for line in Path("/proc/cpuinfo").read_text().splitlines():
+            if line.startswith("model name"):
+                cpu = line.split(":", 1)[1].strip()
+                break
+    except OSError:
+        pass
+    device = torch.cuda.get_device_name() if torch.cuda.is_available() else f"CPU: {cpu}"
+    return {"device": device, "threads": torch.get_num_threads(), "torch": torch.__version__,
+            "python": platform.python_version()}

@@ -17,10 +17,9 @@ import time
 from pathlib import Path
 from typing import Any
 
-from polymask.bench_systems import polymask_trainer, train_step
-from polymask.data.streams import MicroBatch
+from polymask.bench.contenders import polymask_trainer, train_step
 from polymask.jsonio import make_dir, write_json, write_text
-from polymask.training.runtime import step_generator
+from polymask.runtime import step_generator
 
 
 def expansion_ratio(trainer: Any, rounds: int) -> dict[str, float] | None:
@@ -31,7 +30,7 @@ def expansion_ratio(trainer: Any, rounds: int) -> dict[str, float] | None:
     expanded_real = real = expanded_padded = padded = 0
     store = trainer.batches.store
     for step, indices in enumerate(trainer.batches.sampler.epoch(0)[:rounds]):
-        batch = trainer._batch(MicroBatch([store[int(i)] for i in indices]), None)
+        batch = trainer.device_batch([store[int(i)] for i in indices])
         selected = model.select(batch, step_generator(trainer.config.train.seed, step, 0))
         expansion = model.expand(batch, selected)
         expanded_real += int(expansion.input_ids.ne(trainer.specials.pad).sum())

@@ -37,14 +37,15 @@ from safetensors import SafetensorError
 from safetensors.torch import load_file
 from tokenizers import Tokenizer
 
-from polymask.atomic_folder import move_into_place
-from polymask.builtin_models import FACTS as BUILTIN_FACTS, checkpoint_path, is_builtin, not_found
-from polymask.errors import CheckpointError, ConfigError, DataError, TrainingDiverged
+from polymask.builtin_models import FACTS as BUILTIN_FACTS
+from polymask.builtin_models import checkpoint_path, is_builtin, not_found
+from polymask.checkpoints.atomic import move_into_place
 from polymask.encoder_config import fill_legacy_defaults
+from polymask.errors import CheckpointError, ConfigError, DataError, TrainingDiverged
 from polymask.jsonio import dumps
 from polymask.model.encoder import Encoder, EncoderConfig
+from polymask.tensor_checks import check_weights, describe_nonfinite
 from polymask.tokenization import load_tokenizer, save_tokenizer
-from polymask.training.tensor_checks import check_weights, describe_nonfinite
 from polymask.weights_io import save_weights
 
 if TYPE_CHECKING:
@@ -53,7 +54,7 @@ if TYPE_CHECKING:
 RUN_CONFIG = "polymask.json"
 #: The run config's name in checkpoints written before it was renamed; still read.
 LEGACY_RUN_CONFIG = "config.json"
-#: The metadata file that marks a fine-tuned model folder (``polymask.inference.saved``), not a checkpoint.
+#: The metadata file that marks a fine-tuned model folder (``polymask.checkpoints.finetuned``), not a checkpoint.
 FINETUNED_META = "finetuned.json"
 LATEST = "latest.json"
 MANIFEST = "manifest.json"
@@ -270,15 +271,6 @@ class LoadedCheckpoint:
         check_weights(objective.state_dict(), self.weights, f"{self.folder}/model.safetensors")
         objective.load_state_dict(self.weights)
         return objective
-
-    def embed(self, records: Any, pool: str = "mean", batch_size: int = 64, device: str = "auto",
-              with_reasons: bool = False) -> Any:
-        """One vector per record (N, d_model) from the encoder's final hidden states, mean-pooled over the real
-        tokens by default (``pool="cls"``: the [CLS] state); records read through the run's modality, rejected
-        ones NaN (``with_reasons``: also why). See ``polymask.inference.model.AppliedEncoder.embed``."""
-        from polymask.inference.model import PretrainedEncoder
-
-        return PretrainedEncoder(self, device).embed(records, pool, batch_size, with_reasons=with_reasons)
 
     def build_encoder(self) -> Encoder:
         """The encoder with the checkpoint's weights, objective modules dropped; the whole checkpoint is checked

@@ -11,32 +11,31 @@ peak memory; written as Markdown and JSON.
 from __future__ import annotations
 
 import multiprocessing
-import platform
 import tempfile
-from dataclasses import asdict, dataclass
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
 import torch
 
-from polymask.bench_measure import matmul_peak, measure
-from polymask.bench_systems import hf_bert_system, polymask_system
+from polymask.bench.contenders import hf_bert_contender, polymask_contender
+from polymask.bench.measure import matmul_peak, measure
 from polymask.jsonio import make_dir, write_json, write_text
-from polymask.training.runtime import native_bf16, precision_used, resolve_device
+from polymask.runtime import machine, native_bf16, precision_used, resolve_device
 
 
 @dataclass(frozen=True)
 class RowSpec:
-    """One bench row: ``system`` is "polymask" or "hf"."""
+    """One bench row: ``contender`` is "polymask" or "hf"."""
 
-    system: str
+    contender: str
     objective: str
     precision: str
     mask_ratio: float
 
     @property
     def label(self) -> str:
-        return f"polymask {self.objective}" if self.system == "polymask" else "HF BertForMaskedLM"
+        return f"polymask {self.objective}" if self.contender == "polymask" else "HF BertForMaskedLM"
 
 
 def row_specs(objectives: tuple[str, ...], mask_ratios: tuple[float, ...], auto_precision: str) -> list[RowSpec]:
@@ -53,13 +52,16 @@ def measure_row(spec: RowSpec, modality: str, preset: str, batch_size: int, max_
                 flop_steps: int) -> dict[str, Any]:
     """Build and measure one row (run in a fresh process)."""
     with tempfile.TemporaryDirectory() as workdir:
-        if spec.system == "hf":
-            system = hf_bert_system(modality, preset, batch_size, max_len, spec.precision, Path(workdir),
-                                    spec.mask_ratio)
+        if spec.contender == "hf":
+            contender = hf_bert_contender(modality, preset, batch_size, max_len, spec.precision, Path(workdir),
+                                          spec.mask_ratio)
         else:
-            system = polymask_system(spec.objective, modality, preset, batch_size, max_len, spec.precision,
-                                     Path(workdir), spec.mask_ratio)
-        return {**asdict(spec), "system": spec.label, **measure(system, warmup, steps, flop_steps)}
+            contender = polymask_contender(spec.objective, modality, preset, batch_size, max_len, spec.precision,
+                                           Path(workdir), spec.mask_ratio)
+        # "system": the contender's label, under the column name that results files have always used
+        row = {"system": spec.label, "objective": spec.objective, "precision": spec.precision,
+               "mask_ratio": spec.mask_ratio}
+        return {**row, **measure(contender, warmup, steps, flop_steps)}
 
 
 def run_bench(modality: str = "smiles", preset: str = "mini", batch_size: int = 32, max_len: int = 128,
@@ -83,26 +85,12 @@ def run_bench(modality: str = "smiles", preset: str = "mini", batch_size: int = 
     if out is not None:
         write_bench(rows, out, modality, preset, batch_size, max_len, steps, peaks)
     if len(objectives) > 1:
-        from polymask.bench_objectives import compare_objectives, write_comparison
+        from polymask.bench.objectives import compare_objectives, write_comparison
 
         comparison = compare_objectives(objectives, modality, preset, batch_size, max_len, warmup, steps)
         if out is not None:
             write_comparison(comparison, out, machine())
     return rows
-
-
-def machine() -> dict[str, Any]:
-    cpu = platform.processor() or platform.machine()
-    try:
-        for line in Path("/proc/cpuinfo").read_text().splitlines():
-            if line.startswith("model name"):
-                cpu = line.split(":", 1)[1].strip()
-                break
-    except OSError:
-        pass
-    device = torch.cuda.get_device_name() if torch.cuda.is_available() else f"CPU: {cpu}"
-    return {"device": device, "threads": torch.get_num_threads(), "torch": torch.__version__,
-            "python": platform.python_version()}
 
 
 def write_bench(rows: list[dict[str, Any]], out: Path, modality: str, preset: str, batch_size: int,

@@ -1,7 +1,7 @@
-"""The systems ``polymask bench`` times: a polymask objective through its real training step, and HF
+"""The contenders ``polymask bench`` times: a polymask objective through its real training step, and HF
 ``BertForMaskedLM`` with the same dimensions, data and ``DataCollatorForLanguageModeling``.
 
-Each builder returns a ``BenchSystem``: a function running one optimiser step (returning its real and
+Each builder returns a ``Contender``: a function running one optimiser step (returning its real and
 padded token counts), the module that is "the encoder" (for encoder-time and encoder-positions
 measurements), and the device.
 """
@@ -16,14 +16,16 @@ import torch
 from torch import nn
 
 from polymask.config import build_run_config
-from polymask.training.runtime import autocast, precision_used
+from polymask.runtime import autocast, precision_used
 from polymask.training.trainer import Trainer
 
 Step = Callable[[], tuple[int, int]]
 
 
 @dataclass
-class BenchSystem:
+class Contender:
+    """One thing ``polymask bench`` times (a row's trainer): its step, encoder, device and precision."""
+
     step: Step
     encoder: nn.Module
     device: torch.device
@@ -41,20 +43,20 @@ def polymask_trainer(objective: str, modality: str, preset: str, batch_size: int
 
 def train_step(trainer: Trainer) -> tuple[int, int]:
     """One real optimiser step; (real tokens, padded tokens) of its batch."""
-    _, real, padded = trainer._train_step()
-    trainer.state.step += 1
-    return real, padded
+    result = trainer.step()
+    return result.real_tokens, result.padded_tokens
 
 
-def polymask_system(objective: str, modality: str, preset: str, batch_size: int, max_len: int, precision: str,
-                    workdir: Path, mask_ratio: float) -> BenchSystem:
+def polymask_contender(objective: str, modality: str, preset: str, batch_size: int, max_len: int, precision: str,
+                       workdir: Path, mask_ratio: float) -> Contender:
+    """A polymask objective, stepped by its own trainer."""
     trainer = polymask_trainer(objective, modality, preset, batch_size, max_len, precision, workdir, mask_ratio)
-    return BenchSystem(lambda: train_step(trainer), trainer.model.encoder, trainer.device,
-                       precision_used(trainer.device, precision))
+    return Contender(lambda: train_step(trainer), trainer.model.encoder, trainer.device,
+                     precision_used(trainer.device, precision))
 
 
-def hf_bert_system(modality: str, preset: str, batch_size: int, max_len: int, precision: str, workdir: Path,
-                   mask_ratio: float = 0.15, seed: int = 0) -> BenchSystem:
+def hf_bert_contender(modality: str, preset: str, batch_size: int, max_len: int, precision: str, workdir: Path,
+                      mask_ratio: float = 0.15, seed: int = 0) -> Contender:
     """HF ``BertForMaskedLM`` with polymask's encoder dimensions, on the same tokenised corpus, batched as HF's
     Trainer does by default (shuffled, dynamically padded, 80/10/10 masking by the collator)."""
     from transformers import BertConfig, BertForMaskedLM, DataCollatorForLanguageModeling
@@ -86,4 +88,4 @@ def hf_bert_system(modality: str, preset: str, batch_size: int, max_len: int, pr
         optimizer.zero_grad(set_to_none=True)
         return int(batch["attention_mask"].sum()), batch["input_ids"].numel()
 
-    return BenchSystem(step, model.bert, device, precision_used(device, precision))
+    return Contender(step, model.bert, device, precision_used(device, precision))

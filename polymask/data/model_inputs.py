@@ -19,8 +19,8 @@ from polymask.data.batching import Batch, BatchSampler, collate
 from polymask.data.records import normalize_record
 from polymask.errors import ConfigError, InvalidRecord
 from polymask.modalities.base import Modality
+from polymask.runtime import autocast, progress_bar
 from polymask.tokenization import SpecialIds
-from polymask.training.runtime import autocast, progress_bar
 
 #: One record: its input strings (one, or two for a pair task), or None when it could not even be read.
 Inputs = tuple[str, ...] | None
