@@ -21,6 +21,11 @@ ROTARY_BASE = 10000.0  # transformers 4.x's EsmRotaryEmbedding fixes it
 HF_ACTIVATIONS = {"gelu": "gelu", "gelu_tanh": "gelu_pytorch_tanh"}  # polymask's name -> transformers' hidden_act
 
 
+def position_rows(max_len: int) -> int:
+    """``max_position_embeddings``: ESM counts positions from ``pad_token_id + 1``; rotary positions have no limit."""
+    return max(max_len, 2) + 2
+
+
 def native_blockers(encoder: Encoder) -> list[str]:
     """Why this encoder cannot be a native ``EsmModel`` (empty when it can)."""
     config = encoder.config
@@ -42,7 +47,7 @@ def esm_config(encoder: Encoder, specials: SpecialIds, max_len: int) -> dict[str
         "num_hidden_layers": config.n_layers, "num_attention_heads": config.n_heads,
         "intermediate_size": config.d_ff, "hidden_act": "gelu", "hidden_dropout_prob": config.dropout,
         "attention_probs_dropout_prob": config.attention_dropout, "layer_norm_eps": config.norm_eps,
-        "max_position_embeddings": max(max_len, 2) + 2, "position_embedding_type": "rotary",
+        "max_position_embeddings": position_rows(max_len), "position_embedding_type": "rotary",
         "rope_theta": config.rope_theta, "emb_layer_norm_before": config.embed_norm, "token_dropout": False,
         "mask_token_id": specials.mask, "pad_token_id": specials.pad, "bos_token_id": specials.cls,
         "eos_token_id": specials.sep, "tie_word_embeddings": True,
@@ -50,12 +55,18 @@ def esm_config(encoder: Encoder, specials: SpecialIds, max_len: int) -> dict[str
     }
 
 
-def esm_weights(encoder: Encoder, head: LMHead | None = None) -> dict[str, torch.Tensor]:
+def esm_weights(encoder: Encoder, max_len: int, head: LMHead | None = None) -> dict[str, torch.Tensor]:
     """The encoder's weights under ``esm.`` in ``EsmModel``'s names, and ``head`` as ``EsmLMHead`` (``lm_head.``;
-    its projection is the tied input embedding)."""
+    its projection is the tied input embedding).
+
+    transformers 4.x builds an absolute position table even for rotary ESM and never reads it; it is written as
+    zeros (``max_position_embeddings`` rows, as ``esm_config`` states) so that 4.x loads the folder without
+    reporting an untrained weight. transformers 5.x ignores it on load.
+    """
     state = encoder.state_dict()
     width = encoder.config.d_model
     weights = {"esm.embeddings.word_embeddings.weight": state["embed.weight"],
+               "esm.embeddings.position_embeddings.weight": torch.zeros(position_rows(max_len), width),
                "esm.encoder.emb_layer_norm_after.weight": state["norm.weight"],
                "esm.encoder.emb_layer_norm_after.bias": state["norm.bias"]}
     if encoder.config.embed_norm:

@@ -158,7 +158,7 @@ def native_plan(encoder: Encoder, specials: SpecialIds, max_len: int, objective:
     config = esm_config(encoder, specials, max_len)
     maelm = objective is not None and getattr(objective, "decoder", None) is not None
     plain_head = objective is not None and not maelm
-    weights = esm_weights(encoder, objective.head if plain_head else None)
+    weights = esm_weights(encoder, max_len, objective.head if plain_head else None)
     architectures = ["EsmForMaskedLM" if plain_head else "EsmModel"]
     auto_map: dict[str, str] = {}
     notes = []
