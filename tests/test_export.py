@@ -223,3 +223,16 @@ def test_a_fine_tuned_model_folder_exports_for_sequence_classification(tiny_smil
     assert "fine-tuned on | moleculenet/esol" in card
     assert "task head: a regression head, in the targets' original units (1 output: `measured log solubility" in card
     assert "for this objective" not in card and "1 outputs" not in card
+
+
+def test_remote_classes_of_a_native_export_refuse_a_foreign_esm_config():
+    """Some transformers 4.x versions register a trust_remote_code class for every model of its config class in the
+    process; polymask's ESM-based classes then refuse another ESM model's config in one line."""
+    from transformers import EsmConfig
+
+    from polymask.export.hf_remote.modeling_polymask import PolymaskEsmMaeForMaskedLM
+
+    for cls in (PolymaskEsmMaeForMaskedLM, PolymaskEsmForSequenceClassification):
+        with pytest.raises(ValueError, match="not one .*load this model in a new process"):
+            cls(EsmConfig(vocab_size=33, hidden_size=8, num_hidden_layers=1, num_attention_heads=2,
+                          intermediate_size=16, position_embedding_type="rotary"))
