@@ -80,6 +80,7 @@ def main() -> int:
         report["installed"] = {name: installed(floor_python).get(name) for name in [*pins, "torch"]}
         report["without_polymask_env"] = {name: version for name, version in installed(hf_python).items()
                                           if name in ("torch", "transformers", "tokenizers", "safetensors")}
+        shutil.rmtree(args.work / "smoke", ignore_errors=True)  # a fresh scratch folder: the smoke runs start anew
         smoke = subprocess.run([str(floor_python), str(REPO / "benchmarks" / "floors_smoke.py"), str(args.work / "smoke"),
                                 "--hf-python", str(hf_python)], capture_output=True, text=True,
                                env={"PATH": f"{floor_python.parent}:/usr/bin:/bin", "OMP_NUM_THREADS": "2",

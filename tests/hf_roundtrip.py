@@ -47,16 +47,21 @@ def reference_case(run: Path, folder: Path, max_len: int = 64) -> dict:
     return {"name": folder.name, "folder": str(folder), "reference": str(reference), "texts": texts, "fill": fill}
 
 
-def run_blocked(cases: list[dict], workdir: Path, python: str = sys.executable) -> dict:
+def run_blocked(cases: list[dict], workdir: Path, python: str = sys.executable, one_process_each: bool = False) -> dict:
     """Check every case in a fresh interpreter (``python``: this one, or another environment's) where
-    polymask cannot be imported."""
-    (workdir / "cases.json").write_text(json.dumps(cases))
-    env = {**os.environ, "HF_HOME": str(workdir / "hf-home"), "HF_HUB_OFFLINE": "1", "PYTHONPATH": ""}
-    process = subprocess.run([python, __file__, str(workdir / "cases.json")], capture_output=True, text=True,
-                             env=env, cwd=workdir, timeout=900)
-    if process.returncode != 0:
-        raise AssertionError(f"loading with transformers alone failed:\n{process.stderr[-3000:]}")
-    return json.loads(process.stdout.strip().splitlines()[-1])
+    polymask cannot be imported; ``one_process_each``: a fresh interpreter per case (transformers 4.x
+    registers a remote class for every model of its config class in the process, docs/export.md)."""
+    results = {}
+    for index, group in enumerate([[case] for case in cases] if one_process_each else [cases]):
+        path = workdir / f"cases-{index}.json"
+        path.write_text(json.dumps(group))
+        env = {**os.environ, "HF_HOME": str(workdir / "hf-home"), "HF_HUB_OFFLINE": "1", "PYTHONPATH": ""}
+        process = subprocess.run([python, __file__, str(path)], capture_output=True, text=True, env=env, cwd=workdir,
+                                 timeout=900)
+        if process.returncode != 0:
+            raise AssertionError(f"loading with transformers alone failed:\n{process.stderr[-3000:]}")
+        results.update(json.loads(process.stdout.strip().splitlines()[-1]))
+    return results
 
 
 def check(case: dict) -> dict:

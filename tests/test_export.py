@@ -247,3 +247,16 @@ def test_one_binary_task_is_multi_label_classification_in_saved_models_and_expor
     assert model(ids, labels=torch.tensor([1])).loss == 0
     head = sequence_head(torch.zeros(1, 8), torch.zeros(1), "binary", ["p_np"], "mean", 0.0)
     assert head.config["problem_type"] == PROBLEM_TYPES["binary"] == "multi_label_classification"
+
+
+def test_remote_classes_of_a_native_export_refuse_a_foreign_esm_config():
+    """Some transformers 4.x versions register a trust_remote_code class for every model of its config class in the
+    process; polymask's ESM-based classes then refuse another ESM model's config in one line."""
+    from transformers import EsmConfig
+
+    from polymask.export.hf_remote.modeling_polymask import PolymaskEsmMaeForMaskedLM
+
+    for cls in (PolymaskEsmMaeForMaskedLM, PolymaskEsmForSequenceClassification):
+        with pytest.raises(ValueError, match="not one .*load this model in a new process"):
+            cls(EsmConfig(vocab_size=33, hidden_size=8, num_hidden_layers=1, num_attention_heads=2,
+                          intermediate_size=16, position_embedding_type="rotary"))

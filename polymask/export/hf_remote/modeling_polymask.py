@@ -333,6 +333,16 @@ def classification_loss(kind: Optional[str], logits: Tensor, labels: Tensor) -> 
     return F.cross_entropy(logits, labels.view(-1))
 
 
+def require_polymask_fields(config: PretrainedConfig, field: str, name: str) -> None:
+    """Some transformers 4.x versions register a remote class loaded with ``trust_remote_code`` for every model of
+    that config class in the process: another ESM model loaded afterwards through the same auto class would
+    be built as this one. Refuse such a config in one line instead of building a wrong model."""
+    if not hasattr(config, field):
+        raise ValueError(f"{name} is polymask's class for its own ESM exports, and this ESM config is not one (no "
+                         f"{field!r}). Your transformers version registered it for every ESM model in this process "
+                         "after a trust_remote_code load: load this model in a new process, or upgrade transformers.")
+
+
 class PolymaskEsmForSequenceClassification(EsmPreTrainedModel):
     """Native ``EsmModel`` -> pooling (``config.pooling``) -> dropout -> linear layer: a polymask fine-tuned
     head on an encoder exported as ESM (``EsmForSequenceClassification``'s head is a different one)."""
@@ -341,6 +351,7 @@ class PolymaskEsmForSequenceClassification(EsmPreTrainedModel):
     _keys_to_ignore_on_load_missing = [r"contact_head\."]  # ESM's protein contact head, not polymask's
 
     def __init__(self, config: PretrainedConfig) -> None:
+        require_polymask_fields(config, "pooling", type(self).__name__)
         super().__init__(config)
         self.esm = EsmModel(config, add_pooling_layer=False)
         self.dropout = nn.Dropout(config.classifier_dropout)
@@ -365,6 +376,7 @@ class PolymaskEsmMaeForMaskedLM(EsmPreTrainedModel):
     _keys_to_ignore_on_load_missing = [r"contact_head\."]  # ESM's protein contact head, not polymask's
 
     def __init__(self, config: PretrainedConfig) -> None:
+        require_polymask_fields(config, "decoder_layers", type(self).__name__)
         super().__init__(config)
         self.esm = EsmModel(config, add_pooling_layer=False)
         self.mae_decoder = PolymaskDecoder(config)
