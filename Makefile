@@ -4,7 +4,7 @@ VENV ?= .venv
 BIN := $(VENV)/bin
 STAMP := $(VENV)/.installed-stamp
 
-.PHONY: demo test test-slow tokenizers bench floors clean
+.PHONY: demo test test-fast test-slow layers tokenizers bench floors clean
 
 $(STAMP): pyproject.toml
 	test -x $(BIN)/python || $(PYTHON) -m venv $(VENV)
@@ -17,8 +17,14 @@ $(STAMP): pyproject.toml
 demo: $(STAMP)  ## pretrain a small SMILES encoder with MLM on the built-in corpus
 	$(BIN)/polymask train --modality smiles --objective mlm --out runs/demo --resume auto
 
-test: $(STAMP)  ## the whole test suite
+test: layers  ## the layer contract, then the whole test suite
 	$(BIN)/python -m pytest -q
+
+test-fast: layers  ## the layer contract and the unit tests (seconds; no training runs)
+	$(BIN)/python -m pytest -q -m "not slow and not integration"
+
+layers: $(STAMP)  ## the import layers of docs/architecture.md (import-linter; an upward import fails)
+	$(BIN)/lint-imports
 
 test-slow: $(STAMP)  ## the slow tests (learning on text and DNA, MoleculeNet coverage, ...)
 	$(BIN)/python -m pytest -q -m slow

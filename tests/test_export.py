@@ -230,7 +230,7 @@ def test_a_fine_tuned_model_folder_exports_for_sequence_classification(tiny_smil
 
 def test_one_binary_task_is_multi_label_classification_in_saved_models_and_exports():
     """A binary task has one logit per task under a sigmoid. transformers' single_label_classification would put a
-    softmax over that one logit (loss 0 whatever the label: nothing to learn); multi_label_classification is its
+    softmax over that one logit (loss 0 whatever the logit: nothing to learn); multi_label_classification is its
     BCE-with-logits. Saved models (finetuned.json) and exports use the same table."""
     from transformers import BertConfig, BertForSequenceClassification
 
@@ -244,7 +244,7 @@ def test_one_binary_task_is_multi_label_classification_in_saved_models_and_expor
     output = model(ids, labels=label)
     assert torch.isclose(output.loss, torch.nn.functional.binary_cross_entropy_with_logits(output.logits, label))
     model.config.problem_type = "single_label_classification"
-    assert model(ids, labels=torch.tensor([1])).loss == 0
+    assert model(ids, labels=torch.tensor([0])).loss == 0  # the one class there is: nothing to learn
     head = sequence_head(torch.zeros(1, 8), torch.zeros(1), "binary", ["p_np"], "mean", 0.0)
     assert head.config["problem_type"] == PROBLEM_TYPES["binary"] == "multi_label_classification"
 

@@ -15,7 +15,6 @@ import pytest
 import torch
 
 from polymask.analysis.masked_inputs import masked_batches
-from polymask.analysis.semantics import MASKED_PREDICTIONS
 from polymask.checkpoints.pretrained import load_checkpoint
 from polymask.config import build_run_config
 from polymask.modalities import build_modality
@@ -76,17 +75,16 @@ def context_effect(run: Path, sequences: int = 64) -> float:
     after every visible token next to a masked one is replaced by another (non-special) token."""
     checkpoint = load_checkpoint(run)
     objective = checkpoint.build_objective().eval()
-    predict = MASKED_PREDICTIONS.get(objective.config.name)
     corpus = build_modality(build_run_config(checkpoint.config).modality).corpus_paths()
     generator = torch.Generator().manual_seed(0)
     distances = []
     for batch, selected in masked_batches(checkpoint, objective, corpus, 0.15, 0, 16, sequences):
-        before = predict(objective, batch, selected).exp()
+        before = objective.masked_log_probs(batch, selected).exp()
         neighbours = (selected.roll(1, dims=1) | selected.roll(-1, dims=1)) & ~selected
         neighbours &= ~torch.isin(batch.input_ids, objective.special_ids)
         replacement = objective.random_pool[torch.randint(len(objective.random_pool), batch.input_ids.shape,
                                                           generator=generator)]
         batch.input_ids = torch.where(neighbours & (replacement != batch.input_ids), replacement, batch.input_ids)
-        after = predict(objective, batch, selected).exp()
+        after = objective.masked_log_probs(batch, selected).exp()
         distances.append(0.5 * (before - after).abs().sum(dim=-1))
     return float(torch.cat(distances).mean())
