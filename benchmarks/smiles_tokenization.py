@@ -26,7 +26,7 @@ from polymask.errors import InvalidRecord
 from polymask.jsonio import make_dir, write_json, write_text
 from polymask.modalities.smiles import Smiles
 from polymask.resources import builtin_dir
-from polymask.token_ids import encode_batch
+from polymask.fast_encode import encode_batch
 from polymask.tokenization import load_tokenizer
 
 

@@ -5,7 +5,7 @@
 Prints a Markdown table: per task, mean ± std over the fine-tuning seeds (ddof 0, as
 the benchmark and compare reports give it); per metric, the
 mean over its tasks per seed (mean ± std of those per-seed means); and Welch's t-test of those per-seed means
-against the baseline row's (``polymask.tasks.significance.welch_verdict``). Only tasks every row finished are
+against the baseline row's (``polymask.tasks.metrics.significance.welch_verdict``). Only tasks every row finished are
 used, and the table says which were left out.
 """
 from __future__ import annotations
@@ -17,8 +17,8 @@ from pathlib import Path
 
 import numpy as np
 
-from polymask.tasks.metrics import METRICS
-from polymask.tasks.significance import welch_verdict
+from polymask.tasks.metrics.scoring import METRICS
+from polymask.tasks.metrics.significance import welch_verdict
 
 
 def _scores(results: dict, split: str) -> dict[str, dict[str, dict[int, float]]]:

@@ -120,6 +120,11 @@ class TrainConfig(StrictModel):
     precision: Literal["auto", "fp32", "bf16"] = Field(
         "auto", description="auto: bf16 autocast where the device has native bf16 (recent GPUs and CPUs), else fp32")
     compile: bool = Field(False, description="torch.compile the encoder")
+    shape_multiple: int | None = Field(
+        None, ge=1, description="pad each batch's width (and MAE-LM's visible width) to a multiple of this many tokens, "
+        "and the rows an LM head scores to 8 times it: a bounded set of tensor shapes, so that the kernels bf16 "
+        "caches per shape on CPU stop growing resident memory (docs/results/memory); 1: pad to the longest only; "
+        "default: 16 where bf16 autocast runs on a CPU, else 1")
     parallel: Literal["ddp", "fsdp"] = Field(
         "ddp", description="multi-process strategy under torchrun: DistributedDataParallel or FSDP2 (fully_shard)")
     dist_timeout: float = Field(

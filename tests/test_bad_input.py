@@ -19,6 +19,8 @@ from polymask.errors import DataError, InvalidRecord
 from polymask.modalities import MODALITIES
 from polymask.training.trainer import train
 
+pytestmark = pytest.mark.integration  # trains, fine-tunes or runs the command line end to end
+
 TINY = ["--set", "model.preset=tiny", "--set", "train.max_steps=2", "--set", "train.progress=false",
         "--set", "data.max_len=64", "--set", "train.batch_size=8", "--set", "train.precision=fp32"]
 

@@ -2,11 +2,14 @@
 import json
 import time
 
+import pytest
 import torch
 
 from polymask.bench.measure import matmul_peak
 from polymask.cli import main
 from polymask.runtime import native_bf16
+
+pytestmark = pytest.mark.integration  # trains, fine-tunes or runs the command line end to end
 
 
 def test_matmul_peak_is_a_plausible_rate():

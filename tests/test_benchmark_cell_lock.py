@@ -10,8 +10,8 @@ from typing import Any
 
 from polymask.locks import acquire
 from polymask.modalities import MODALITIES
-from polymask.tasks.benchmark import run_cells
-from polymask.tasks.systems import System
+from polymask.tasks.benchmark.runner import run_cells
+from polymask.tasks.benchmark.systems import System
 from polymask.tracking import TrackedRun
 
 TASK = "dna/ecoli_promoters"

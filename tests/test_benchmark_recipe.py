@@ -4,8 +4,9 @@ import pytest
 from polymask.cli import build_parser
 from polymask.errors import ConfigError
 from polymask.tasks.cli import finetune_config
-from polymask.tasks.options import FinetuneConfig
-from polymask.tasks.spec import benchmark_recipe, task_names
+from polymask.tasks.data.spec import task_names
+from polymask.tasks.finetune.options import FinetuneConfig
+from polymask.tasks.finetune.recipe import benchmark_recipe
 
 
 def config(*argv: str, benchmark: str | None = "dna") -> FinetuneConfig:
@@ -23,10 +24,10 @@ def test_the_recipe_fills_what_the_command_line_leaves_out_and_yields_to_it():
 
 
 def test_an_unknown_setting_in_a_recipe_names_the_file(tmp_path, monkeypatch):
-    import polymask.tasks.spec as spec
+    import polymask.tasks.finetune.recipe as recipe
 
     (tmp_path / "bench").mkdir()
     (tmp_path / "bench" / "recipe.yaml").write_text("finetune: {lr: 1.0e-3, epoch: 3}\n")
-    monkeypatch.setattr(spec, "builtin_dir", lambda name: tmp_path)
+    monkeypatch.setattr(recipe, "builtin_dir", lambda name: tmp_path)
     with pytest.raises(ConfigError, match=r"recipe.yaml: unknown fine-tuning settings \['epoch'\]"):
         benchmark_recipe("bench")

@@ -18,6 +18,8 @@ from polymask.cli import main
 from polymask.errors import CheckpointError
 from polymask.export.builtin import make_builtin, stored_weights
 
+pytestmark = pytest.mark.integration  # trains, fine-tunes or runs the command line end to end
+
 NAME = "smiles-tiny-test"
 
 

@@ -3,12 +3,15 @@ import shutil
 from pathlib import Path
 
 import numpy as np
+import pytest
 import torch
 
 import polymask
 from polymask.checkpoints.pretrained import load_checkpoint
 from polymask.config import build_run_config
 from polymask.training.trainer import train
+
+pytestmark = pytest.mark.integration  # trains, fine-tunes or runs the command line end to end
 
 LEGACY_RUN = Path(__file__).parent / "data" / "legacy_run"  # SMILES MLM, tiny, 2 steps, written by polymask 0.1.0
 

@@ -11,9 +11,9 @@ import torch
 from polymask.cli import DefaultsHelpFormatter, build_parser, main
 from polymask.errors import ConfigError
 from polymask.runtime import inner_progress
-from polymask.tasks.finetune import fit
-from polymask.tasks.options import FinetuneConfig
-from polymask.tasks.spec import load_task_spec
+from polymask.tasks.data.spec import load_task_spec
+from polymask.tasks.finetune.loop import fit
+from polymask.tasks.finetune.options import FinetuneConfig
 
 HEAVY = ("torch", "datasets", "pandas", "rdkit", "transformers", "sklearn", "scipy", "deepchem")
 

@@ -9,6 +9,8 @@ from polymask.model import Encoder, EncoderConfig
 from polymask.training.collapse import CollapseMonitor, FinalStates, unigram_accuracy
 from polymask.training.trainer import train
 
+pytestmark = pytest.mark.integration  # trains, fine-tunes or runs the command line end to end
+
 SPECIALS = (0, 1, 2, 3, 4)
 
 

@@ -9,6 +9,8 @@ from polymask.compare.budget import Budget, parse_budget, steps_for
 from polymask.compare.report import COLLAPSED_VERDICT, benchmark_rows
 from polymask.errors import ConfigError
 
+pytestmark = pytest.mark.integration  # trains, fine-tunes or runs the command line end to end
+
 
 def test_budgets_parse_and_turn_into_steps():
     assert parse_budget("30m") == Budget("time", 1800) and parse_budget("90s") == Budget("time", 90)

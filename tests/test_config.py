@@ -9,6 +9,8 @@ from polymask.config import apply_override, build_run_config, load_yaml
 from polymask.errors import ConfigError
 from polymask.resources import builtin_dir
 
+pytestmark = pytest.mark.integration  # trains, fine-tunes or runs the command line end to end
+
 
 def test_unknown_key_is_named_with_the_closest_fields():
     with pytest.raises(ConfigError, match=r"train\.lrr: Extra inputs are not permitted \(got 1\); did you mean 'lr'\?"):

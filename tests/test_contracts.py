@@ -19,6 +19,8 @@ from polymask.objectives import OBJECTIVES
 from polymask.objectives.base import LMHead, Objective, ObjectiveConfig, ObjectiveOutput, token_loss
 from polymask.training.trainer import train
 
+pytestmark = pytest.mark.integration  # trains, fine-tunes or runs the command line end to end
+
 GLUE_EXCERPTS = Path(__file__).parent / "data" / "glue"
 # one small task per modality, with its data folder (None: the built-in files)
 TASKS = {"smiles": ("moleculenet/esol", None), "dna": ("dna/ecoli_promoters", None),
@@ -112,3 +114,27 @@ def test_an_objective_goes_from_pretraining_to_export(objective, modality, toy_o
 def sample(modality: str) -> str:
     return {"smiles": "CC(=O)Oc1ccccc1C(=O)O", "dna": "ACGTACGTTGCAACGTACGTTGCA",
             "text": "It is a truth universally acknowledged."}[modality]
+
+
+class SilentConfig(ObjectiveConfig):
+    name: str = "silent"
+
+
+class SilentObjective(ToyObjective):
+    """A toy objective that does not say how it predicts a masked token."""
+
+    Config = SilentConfig
+    masked_log_probs = Objective.masked_log_probs
+
+
+def test_compare_refuses_an_objective_it_cannot_analyse_in_one_line(toy_objective):
+    from polymask.compare.run import check_objectives
+    from polymask.errors import ConfigError
+
+    OBJECTIVES.register("silent")(SilentObjective)
+    try:
+        check_objectives(["mlm", "toy"])  # both predict masked tokens
+        with pytest.raises(ConfigError, match=r"cannot analyse objective\(s\) silent: .*masked_log_probs"):
+            check_objectives(["mlm", "silent"])
+    finally:
+        OBJECTIVES.unregister("silent")

@@ -70,8 +70,8 @@ def test_relative_corpus_paths_are_found_under_the_data_root(tmp_path, monkeypat
 
 def test_benchmark_heldout_writes_the_valid_and_test_inputs_of_the_split_the_benchmark_uses(tmp_path, capsys):
     from polymask.modalities import MODALITIES as registry
-    from polymask.tasks.kinds import KINDS
-    from polymask.tasks.spec import load_task_spec
+    from polymask.tasks.data.spec import load_task_spec
+    from polymask.tasks.finetune.kinds import KINDS
 
     out = tmp_path / "held"
     assert main(["benchmark-heldout", "moleculenet", "--tasks", "esol", "--out", str(out)]) == 0

@@ -11,6 +11,8 @@ import pytest
 import polymask
 from polymask.modalities import MODALITIES
 
+pytestmark = pytest.mark.integration  # trains, fine-tunes or runs the command line end to end
+
 ROOT = Path(__file__).resolve().parents[1]
 EXAMPLE = ROOT / "docs" / "examples" / "protein.py"
 PROTEINS = ROOT / "tests" / "data" / "proteins.fasta"

@@ -10,6 +10,8 @@ import pytest
 from polymask.data.batching import BatchSampler
 from polymask.training.distributed import DistributedContext
 
+pytestmark = pytest.mark.integration  # trains, fine-tunes or runs the command line end to end
+
 
 @pytest.mark.parametrize("world_size, grad_accum", [(2, 1), (3, 2)])
 def test_sharding_gives_every_record_to_exactly_one_rank_per_epoch(world_size, grad_accum):

@@ -16,6 +16,8 @@ from polymask.checkpoints.pretrained import load_checkpoint
 from polymask.config import TrainConfig, check_run_fields
 from polymask.errors import ConfigError
 
+pytestmark = pytest.mark.integration  # trains, fine-tunes or runs the command line end to end
+
 TORCHRUN = [sys.executable, "-m", "torch.distributed.run", "--standalone", "--nproc_per_node", "2"]
 #: A worker that records its exit status in $EXIT_DIR/<rank> (torchrun itself does not report it on SIGTERM).
 RECORD_EXIT = ("import os, sys; from polymask.cli import main; code = main(sys.argv[1:]); "

@@ -9,12 +9,15 @@ import pytest
 from polymask.checkpoints.pretrained import load_checkpoint
 from polymask.cli import main
 from polymask.modalities.dna import Dna, DnaConfig
-from polymask.tasks.data import TaskSplit, load_task
-from polymask.tasks.dna import kmer_codes, kmer_logistic_regression, kmer_profiles
-from polymask.tasks.finetune import FinetuneConfig, augmented_epochs, encode_split, finetune
-from polymask.tasks.spec import load_task_spec
+from polymask.tasks.benchmark.families.dna import kmer_codes, kmer_logistic_regression, kmer_profiles
+from polymask.tasks.data.loading import TaskSplit, load_task
+from polymask.tasks.data.spec import load_task_spec
+from polymask.tasks.finetune.options import FinetuneConfig
+from polymask.tasks.finetune.tables import augmented_epochs, encode_split, finetune
 from polymask.training.trainer import train
 from tests.conftest import tiny_config  # imported here, not in a fixture: importing it sets torch's threads
+
+pytestmark = pytest.mark.integration  # trains, fine-tunes or runs the command line end to end
 
 KMER_REFERENCE = "k-mer profiles (k=1-6) + logistic regression"
 pytestmark = pytest.mark.usefixtures("one_torch_thread")

@@ -14,8 +14,8 @@ import torch
 
 from polymask.data.batching import collate
 from polymask.data.corpus import prepare_corpus
-from polymask.model.encoder import Encoder, EncoderConfig
 from polymask.modalities.dna import Dna, DnaConfig
+from polymask.model.encoder import Encoder, EncoderConfig
 from polymask.objectives import OBJECTIVES
 from polymask.tokenization import SpecialIds
 

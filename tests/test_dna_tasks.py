@@ -17,8 +17,10 @@ import pytest
 
 from polymask.modalities.dna import Dna
 from polymask.resources import builtin_dir
-from polymask.tasks.data import TaskData, load_task, with_train_cap
-from polymask.tasks.spec import load_task_spec, task_names
+from polymask.tasks.data.loading import TaskData, load_task, with_train_cap
+from polymask.tasks.data.spec import load_task_spec, task_names
+
+pytestmark = pytest.mark.integration  # trains, fine-tunes or runs the command line end to end
 
 SHARED_DATA = Path(os.environ.get("POLYMASK_DATA_DIR", "/work/shared/data"))
 COMMITTED = builtin_dir("tasks") / "dna" / "data"

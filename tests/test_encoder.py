@@ -1,8 +1,8 @@
 """The shared encoder: explicit positions, padding invariance, presets, 2D rotary positions."""
 import pytest
 import torch
-
 from conftest import attention_outputs, differ
+
 from polymask.model import PRESETS, Encoder, EncoderConfig
 
 

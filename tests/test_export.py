@@ -26,6 +26,8 @@ from polymask.export.samples import encode_padded, sample_texts
 from polymask.model.heads import SequencePredictor
 from polymask.training.trainer import train
 
+pytestmark = pytest.mark.integration  # trains, fine-tunes or runs the command line end to end
+
 LEGACY_RUN = Path(__file__).parent / "data" / "legacy_run"  # SMILES MLM written before embed_norm existed
 # Every objective on every modality once; each objective with and without the embedding LayerNorm.
 CASES = [("smiles", "mlm", True), ("smiles", "maelm", False), ("smiles", "exlm", True),

@@ -18,6 +18,8 @@ from faults import CHECKPOINT_CORRUPTIONS, RESUME_ONLY_CORRUPTIONS, WHOLE_FILE_F
 
 from polymask.cli import main
 
+pytestmark = pytest.mark.integration  # trains, fine-tunes or runs the command line end to end
+
 TINY = ["--set", "model.preset=tiny", "--set", "train.max_steps=2", "--set", "train.progress=false",
         "--set", "data.max_len=64", "--set", "train.batch_size=8"]
 

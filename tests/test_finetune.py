@@ -8,10 +8,13 @@ import pytest
 from polymask.checkpoints.pretrained import load_checkpoint
 from polymask.cli import main
 from polymask.modalities import MODALITIES
-from polymask.tasks.data import load_task
-from polymask.tasks.finetune import FinetuneConfig, finetune
-from polymask.tasks.spec import load_task_spec
+from polymask.tasks.data.loading import load_task
+from polymask.tasks.data.spec import load_task_spec
+from polymask.tasks.finetune.options import FinetuneConfig
+from polymask.tasks.finetune.tables import finetune
 from polymask.training.trainer import train
+
+pytestmark = pytest.mark.integration  # trains, fine-tunes or runs the command line end to end
 
 
 @pytest.fixture(scope="module")
@@ -105,7 +108,7 @@ def test_checkpoints_of_one_run_are_separate_rows_with_their_pretraining_tokens(
 
 
 def test_a_short_fine_tuning_reports_its_compute_in_seconds_not_zero_minutes(tiny_smiles_model):
-    from polymask.tasks.report import duration
+    from polymask.tasks.benchmark.report import duration
 
     report = (tiny_smiles_model.parents[3] / "results.md").read_text()  # out/cells/<system>/<task>/seed-N
     assert re.search(r"fine-tuning compute \d+\.\d s summed over all cells", report), report[:600]

@@ -20,10 +20,13 @@ from polymask.checkpoints.pretrained import load_checkpoint
 from polymask.cli import main
 from polymask.errors import DataError
 from polymask.modalities import MODALITIES
-from polymask.tasks.data import load_task
-from polymask.tasks.finetune import FinetuneConfig, finetune
-from polymask.tasks.metrics import score
-from polymask.tasks.spec import TaskSpec, load_task_spec, task_names
+from polymask.tasks.data.loading import load_task
+from polymask.tasks.data.spec import TaskSpec, load_task_spec, task_names
+from polymask.tasks.finetune.options import FinetuneConfig
+from polymask.tasks.finetune.tables import finetune
+from polymask.tasks.metrics.scoring import score
+
+pytestmark = pytest.mark.integration  # trains, fine-tunes or runs the command line end to end
 
 EXCERPTS = Path(__file__).parent / "data" / "glue"
 CANDIDATES = [Path(os.environ.get("POLYMASK_DATA_DIR", "/nonexistent")) / "glue",
@@ -155,7 +158,7 @@ def test_benchmark_cli_reports_dev_scores_and_missing_tasks(tiny_text_checkpoint
 
 
 def test_majority_class_reference_scores_what_a_constant_scores(text, tmp_path):
-    from polymask.tasks.glue import majority_class
+    from polymask.tasks.benchmark.families.glue import majority_class
 
     wnli = load_task(load_task_spec("glue/wnli"), text, EXCERPTS)
     train_majority = float(wnli.train.labels.mean() >= 0.5)

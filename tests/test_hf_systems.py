@@ -10,16 +10,17 @@ from pathlib import Path
 
 import numpy as np
 import pytest
+from conftest import tiny_config
 from tokenizers import Tokenizer, models, pre_tokenizers, processors
 
 from polymask.cli import main
 from polymask.modalities.dna import Dna, DnaConfig
-from polymask.tasks.data import TaskSplit
-from polymask.tasks.finetune import encode_split
-from polymask.tasks.hf_encoder import HFTokenizer, RawInputs, is_hf_folder
+from polymask.tasks.data.loading import TaskSplit
+from polymask.tasks.finetune.hf_folder import HFTokenizer, RawInputs, is_hf_folder
+from polymask.tasks.finetune.tables import encode_split
 from polymask.training.trainer import train
 
-from conftest import tiny_config
+pytestmark = pytest.mark.integration  # trains, fine-tunes or runs the command line end to end
 
 LEGACY_RUN = Path(__file__).parent / "data" / "legacy_run"
 SPECIALS = ["[PAD]", "[UNK]", "[CLS]", "[SEP]", "[MASK]"]

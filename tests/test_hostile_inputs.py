@@ -26,6 +26,8 @@ from hostile import FOLDER, HOSTILE, HOSTILE_LINE, VALID_AFTER, VALID_BEFORE, sl
 from polymask.cli import main
 from tests.conftest import tiny_config
 
+pytestmark = pytest.mark.integration  # trains, fine-tunes or runs the command line end to end
+
 TINY = ["--set", "model.preset=tiny", "--set", "train.max_steps=2", "--set", "train.progress=false",
         "--set", "data.max_len=64", "--set", "train.batch_size=8", "--set", "train.precision=fp32",
         "--set", "train.threads=1"]

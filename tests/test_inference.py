@@ -15,10 +15,12 @@ import polymask
 from polymask.cli import main
 from polymask.errors import CheckpointError
 from polymask.modalities.smiles import Smiles
-from polymask.tasks.data import load_task, subset
-from polymask.tasks.spec import load_task_spec
+from polymask.tasks.data.loading import load_task, subset
+from polymask.tasks.data.spec import load_task_spec
 from polymask.training.trainer import train
 from tests.conftest import tiny_config  # imported here, not in a fixture: importing it sets torch's threads
+
+pytestmark = pytest.mark.integration  # trains, fine-tunes or runs the command line end to end
 
 pytestmark = pytest.mark.usefixtures("one_torch_thread")
 REPO = Path(__file__).parent.parent

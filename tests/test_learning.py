@@ -20,6 +20,8 @@ from polymask.config import build_run_config
 from polymask.modalities import build_modality
 from polymask.training.trainer import train
 
+pytestmark = pytest.mark.integration  # trains, fine-tunes or runs the command line end to end
+
 OBJECTIVES = ("mlm", "maelm", "exlm")
 RECIPES = {  # steps and learning rate that a working objective needs on the tiny encoder
     "smiles": {"max_steps": 120, "lr": 3e-3},

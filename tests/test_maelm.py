@@ -11,6 +11,8 @@ from polymask.objectives.visible import compact_visible, scatter_back
 from polymask.tokenization import SpecialIds
 from polymask.training.trainer import Trainer, train
 
+pytestmark = pytest.mark.integration  # trains, fine-tunes or runs the command line end to end
+
 SPECIALS = SpecialIds(0, 1, 2, 3, 4)
 
 

@@ -5,11 +5,16 @@ import sys
 import zipfile
 from pathlib import Path
 
+import pytest
+
+pytestmark = pytest.mark.integration  # trains, fine-tunes or runs the command line end to end
+
 ROOT = Path(__file__).resolve().parents[1]
 
 CHECK = """
 import polymask, sys
 from pathlib import Path
+
 from polymask.config import build_run_config, load_yaml
 from polymask.modalities import MODALITIES
 from polymask.builtin_models import search_path

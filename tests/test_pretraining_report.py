@@ -3,8 +3,8 @@ import json
 
 import numpy as np
 
-from polymask.tasks.pretraining_report import group_seed_means, pretraining_sections
-from polymask.tasks.significance import welch_verdict
+from polymask.tasks.benchmark.pretraining_report import group_seed_means, pretraining_sections
+from polymask.tasks.metrics.significance import welch_verdict
 
 
 def row(system, task, metric, values, higher):

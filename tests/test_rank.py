@@ -2,12 +2,15 @@
 import csv
 import json
 
+import pytest
 import torch
 
 from polymask.cli import main
 from polymask.effective_rank import entropy_rank, singular_values, variance_rank
 from polymask.resources import builtin_dir
 from polymask.training.trainer import train
+
+pytestmark = pytest.mark.integration  # trains, fine-tunes or runs the command line end to end
 
 
 def test_ranks_of_matrices_of_known_rank():

@@ -24,6 +24,8 @@ from polymask.config import build_run_config
 from polymask.errors import CheckpointError, TrainingDiverged
 from polymask.training.trainer import Trainer, train
 
+pytestmark = pytest.mark.integration  # trains, fine-tunes or runs the command line end to end
+
 ENV = {**os.environ, "OMP_NUM_THREADS": "1"}
 
 

@@ -9,6 +9,8 @@ from polymask.errors import OutputError
 from polymask.jsonio import read_jsonl
 from polymask.training.run_folder import claim_run_folder, held_run
 
+pytestmark = pytest.mark.integration  # trains, fine-tunes or runs the command line end to end
+
 FAST = ["--set", "model.preset=tiny", "--set", "train.batch_size=8", "--set", "data.max_val_records=32",
         "--set", "train.precision=fp32", "--set", "train.progress=false", "--set", "train.log_every=1"]
 

@@ -14,7 +14,9 @@ from polymask.modalities.smiles import Smiles, SmilesConfig
 from polymask.modalities.smiles_standardize import StandardizeConfig
 from polymask.modalities.smiles_vocab import SMILES_PATTERN
 from polymask.resources import builtin_dir
-from polymask.token_ids import RegexVocabEncoder, encode_batch
+from polymask.fast_encode import RegexVocabEncoder, encode_batch
+
+pytestmark = pytest.mark.integration  # trains, fine-tunes or runs the command line end to end
 
 DATA_DIR = Path(os.environ.get("POLYMASK_DATA_DIR", Path(__file__).parents[2] / "shared" / "data"))
 SHARED_MOLECULENET = DATA_DIR / "moleculenet"

@@ -8,12 +8,24 @@ import torch
 from polymask.cli import main
 from polymask.modalities import MODALITIES
 from polymask.resources import builtin_dir
-from polymask.tasks.span import SpanOptions, best_spans, build_features, windows
-from polymask.tasks.spec import load_task_spec
-from polymask.tasks.squad import load_squad, read_squad
-from polymask.tasks.squad_eval import (Golds, best_exact_match, best_f1, best_threshold, exact_match, f1,
-                                       has_answer_f1, no_answer_f1, normalize_answer)
+from polymask.tasks.data.spec import load_task_spec
+from polymask.tasks.data.squad import load_squad, read_squad
+from polymask.tasks.finetune.options import SpanOptions
+from polymask.tasks.finetune.span_features import best_spans, build_features, windows
+from polymask.tasks.metrics.squad import (
+    Golds,
+    best_exact_match,
+    best_f1,
+    best_threshold,
+    exact_match,
+    f1,
+    has_answer_f1,
+    no_answer_f1,
+    normalize_answer,
+)
 from polymask.tokenization import load_tokenizer
+
+pytestmark = pytest.mark.integration  # trains, fine-tunes or runs the command line end to end
 
 INF = float("inf")
 

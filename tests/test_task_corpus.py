@@ -5,9 +5,9 @@ import json
 import pytest
 
 from polymask.cli import main
-from polymask.tasks.data import load_task
-from polymask.tasks.heldout import default_modality, unique_inputs
-from polymask.tasks.spec import load_task_spec
+from polymask.tasks.data.heldout import default_modality, unique_inputs
+from polymask.tasks.data.loading import load_task
+from polymask.tasks.data.spec import load_task_spec
 
 TASKS = ["mouse_2", "mouse_3", "prom_300_tata", "prom_core_tata"]
 

@@ -4,9 +4,11 @@ import pytest
 
 from polymask.errors import ConfigError, DataError
 from polymask.modalities import MODALITIES
-from polymask.tasks.data import deduplicate, load_task, TaskSplit
-from polymask.tasks.spec import TaskSpec, load_task_spec, task_names
-from polymask.tasks.splits import SPLITTERS, bemis_murcko_scaffold
+from polymask.tasks.data.loading import TaskSplit, deduplicate, load_task
+from polymask.tasks.data.spec import TaskSpec, load_task_spec, task_names
+from polymask.tasks.data.splits import SPLITTERS, bemis_murcko_scaffold
+
+pytestmark = pytest.mark.integration  # trains, fine-tunes or runs the command line end to end
 
 
 @pytest.fixture(scope="module")

@@ -5,8 +5,8 @@ from scipy import stats
 from sklearn import metrics as skm
 
 from polymask.model.heads import BinaryHead, RegressionHead
-from polymask.tasks.metrics import METRICS, better, score
-from polymask.tasks.report import _task_average
+from polymask.tasks.benchmark.report import _task_average
+from polymask.tasks.metrics.scoring import METRICS, better, score
 
 RNG = np.random.default_rng(0)
 

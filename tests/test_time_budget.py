@@ -8,6 +8,8 @@ from polymask.config import TrainConfig
 from polymask.training.schedule import learning_rate, schedule_steps
 from polymask.training.trainer import train
 
+pytestmark = pytest.mark.integration  # trains, fine-tunes or runs the command line end to end
+
 
 def test_the_schedule_ends_where_the_time_runs_out():
     config = TrainConfig(lr=1e-3, min_lr_ratio=0.1, warmup_steps=10, max_steps=10_000, max_time=100.0)

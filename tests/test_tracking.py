@@ -17,6 +17,8 @@ from polymask.training.run_folder import claim_run_folder, held_run
 from polymask.training.trainer import train
 from tests.conftest import tiny_config
 
+pytestmark = pytest.mark.integration  # trains, fine-tunes or runs the command line end to end
+
 for extra in ("tensorboard", "wandb"):
     pytest.importorskip(extra, reason=f"the {extra} extra is not installed (pip install 'polymask[{extra}]')")
 

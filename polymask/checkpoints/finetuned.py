@@ -32,7 +32,7 @@ from polymask.tokenization import load_tokenizer, save_tokenizer
 from polymask.weights_io import save_weights
 
 if TYPE_CHECKING:
-    from polymask.tasks.spec import TaskSpec
+    from polymask.tasks.data.spec import TaskSpec
 
 FORMAT = "polymask-finetuned"
 FORMAT_VERSION = 1

@@ -6,7 +6,7 @@ from pathlib import Path
 from typing import Any
 
 from polymask.errors import ConfigError
-from polymask.tasks.options import FinetuneConfig
+from polymask.tasks.finetune.options import FinetuneConfig
 
 
 def cmd_compare(args: argparse.Namespace) -> int:

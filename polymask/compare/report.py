@@ -13,9 +13,9 @@ import numpy as np
 from polymask.compare.budget import Budget
 from polymask.jsonio import atomic_path, number, read_jsonl, write_json, write_text
 from polymask.runtime import machine
-from polymask.tasks.metrics import METRICS
-from polymask.tasks.report import average_groups, cell_seconds, duration, saved_models, seed_averages
-from polymask.tasks.significance import NOISE_P, welch_verdict
+from polymask.tasks.benchmark.report import average_groups, cell_seconds, duration, saved_models, seed_averages
+from polymask.tasks.metrics.scoring import METRICS
+from polymask.tasks.metrics.significance import NOISE_P, welch_verdict
 
 
 def _objective_scores(results: dict[str, Any], runs: list[dict[str, Any]]) -> dict[tuple[str, str], list[float]]:

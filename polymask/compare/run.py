@@ -17,10 +17,10 @@ from polymask.data.corpus import prepare_corpus
 from polymask.errors import ConfigError
 from polymask.jsonio import make_dir, write_text
 from polymask.modalities import build_modality
-from polymask.tasks.benchmark import run_benchmark
-from polymask.tasks.finetune import FinetuneConfig
-from polymask.tasks.spec import load_task_spec, task_names
-from polymask.tasks.systems import checkpoint_system, reference_systems, untrained_system
+from polymask.tasks.benchmark.runner import run_benchmark
+from polymask.tasks.benchmark.systems import checkpoint_system, reference_systems, untrained_system
+from polymask.tasks.data.spec import load_task_spec, task_names
+from polymask.tasks.finetune.options import FinetuneConfig
 
 
 def benchmarks_for(modality: str) -> list[str]:

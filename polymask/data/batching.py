@@ -35,10 +35,10 @@ class Batch:
         return replace(self, input_ids=self.input_ids.to(device, non_blocking=True), attention_mask=mask)
 
 
-def collate(sequences: Sequence[Sequence[int]], pad_id: int) -> Batch:
-    """Right-pad sequences to the longest one."""
+def collate(sequences: Sequence[Sequence[int]], pad_id: int, multiple: int = 1) -> Batch:
+    """Right-pad sequences to the longest one, rounded up to a ``multiple`` of tokens."""
     lengths = np.fromiter((len(s) for s in sequences), dtype=np.int64, count=len(sequences))
-    width = int(lengths.max())
+    width = -(-int(lengths.max()) // multiple) * multiple
     ids = np.full((len(sequences), width), pad_id, dtype=np.int64)
     for row, sequence in enumerate(sequences):
         ids[row, :len(sequence)] = sequence

@@ -28,7 +28,7 @@ from tokenizers import Tokenizer
 from polymask.data import pipeline
 from polymask.data.exclusions import exclusion_files, in_held_out, load_exclusions
 from polymask.data.readers import check_corpus_file, read_records
-from polymask.data.tokens import TokenStore
+from polymask.data.token_store import TokenStore
 from polymask.errors import DataError
 from polymask.jsonio import atomic_path, dumps, make_dir
 from polymask.locks import FolderLock, acquire

@@ -16,7 +16,7 @@ from polymask.data.readers import pick_column, read_records, value_problem
 from polymask.data.records import normalize_record_with_changes
 from polymask.errors import InvalidRecord, PolymaskError
 from polymask.modalities.base import Modality
-from polymask.token_ids import encode_batch
+from polymask.fast_encode import encode_batch
 from polymask.tokenization import SpecialIds
 
 

@@ -22,7 +22,7 @@ from polymask.data import pipeline
 from polymask.data.corpus import RAW_FEATURES, CorpusReport, strict_error
 from polymask.data.readers import check_corpus_file
 from polymask.data.streams import MicroBatch, StreamPosition, bucketed
-from polymask.data.tokens import TokenStore
+from polymask.data.token_store import TokenStore
 from polymask.errors import DataError
 from polymask.jsonio import append_jsonl
 from polymask.modalities.base import Modality

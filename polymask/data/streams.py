@@ -11,7 +11,7 @@ from typing import Iterator
 import numpy as np
 
 from polymask.data.batching import BatchSampler
-from polymask.data.tokens import TokenStore
+from polymask.data.token_store import TokenStore
 
 
 @dataclass

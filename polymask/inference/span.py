@@ -10,10 +10,11 @@ from polymask.data.model_inputs import Inputs
 from polymask.data.records import normalize_record
 from polymask.errors import InvalidRecord
 from polymask.inference.columns import REASON
-from polymask.tasks.finetune import FinetuneConfig
-from polymask.tasks.span import QAExample, SpanOptions, build_features
-from polymask.tasks.span_finetune import predict_answers, span_forward
-from polymask.tasks.squad_eval import answer_text
+from polymask.tasks.data.squad import QAExample
+from polymask.tasks.finetune.options import FinetuneConfig, SpanOptions
+from polymask.tasks.finetune.span_features import build_features
+from polymask.tasks.finetune.spans import predict_answers, span_forward
+from polymask.tasks.metrics.squad import answer_text
 
 if TYPE_CHECKING:
     from polymask.inference.model import Applied, FinetunedModel

@@ -90,6 +90,8 @@ class Objective(nn.Module):
         self.encoder = encoder
         self.specials = specials
         self.mask_span = mask_span
+        #: rows and widths are padded to multiples of this (``train.shape_multiple``; set by the trainer)
+        self.shape_multiple = 1
         self.register_buffer("special_ids", torch.tensor(specials.all), persistent=False)
         pool = [i for i in range(encoder.vocab_size) if i not in set(specials.all)]
         self.register_buffer("random_pool", torch.tensor(pool), persistent=False)
@@ -119,6 +121,15 @@ class Objective(nn.Module):
 
     def forward(self, batch: Batch, generator: torch.Generator) -> ObjectiveOutput:
         raise NotImplementedError
+
+    def score_rows(self, rows: Tensor) -> Tensor:
+        """``self.head`` on (M, D) rows, computed on M rounded up to a multiple of ``8 * shape_multiple`` (zero rows,
+        dropped again): a bounded set of shapes, whose kernels bf16 on CPU caches per shape."""
+        count, multiple = rows.shape[0], 8 * self.shape_multiple
+        padded = -(-count // multiple) * multiple
+        if padded != count:
+            rows = torch.cat([rows, rows.new_zeros(padded - count, rows.shape[1])])
+        return self.head(rows)[:count]
 
     @classmethod
     def predicts_masked_tokens(cls) -> bool:

@@ -57,13 +57,13 @@ class MAELM(Objective):
     def predict(self, batch: Batch, selected: Tensor) -> Tensor:
         """Vocabulary logits (M, V) at the removed positions, in the order of ``input_ids[selected]``."""
         real = torch.ones_like(selected) if batch.attention_mask is None else batch.attention_mask
-        visible = compact_visible(batch.input_ids, real & ~selected, self.specials.pad)
+        visible = compact_visible(batch.input_ids, real & ~selected, self.specials.pad, self.shape_multiple)
         hidden = self.encoder(visible.input_ids, attention_mask=visible.attention_mask,
                               position_ids=visible.position_ids)
         mask_embedding = self.encoder.embed.weight[self.specials.mask]
         states = scatter_back(hidden, visible, mask_embedding, batch.input_ids.shape[1])
         decoded = self.decoder(states, batch.attention_mask)
-        return self.head(decoded[selected])
+        return self.score_rows(decoded[selected])
 
     def forward(self, batch: Batch, generator: torch.Generator) -> ObjectiveOutput:
         selected = self.select(batch, generator)

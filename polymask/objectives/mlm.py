@@ -49,7 +49,7 @@ class MaskedLM(Objective):
     def forward(self, batch: Batch, generator: torch.Generator) -> ObjectiveOutput:
         selected, corrupted = self.corrupt(batch, generator)
         hidden = self.encoder(corrupted, attention_mask=batch.attention_mask)
-        return token_loss(self.head(hidden[selected]), batch.input_ids[selected])
+        return token_loss(self.score_rows(hidden[selected]), batch.input_ids[selected])
 
     def masked_log_probs(self, batch: Batch, selected: torch.Tensor) -> torch.Tensor:
         """Every selected position replaced by [MASK] (no random or kept tokens), then the LM head."""

@@ -22,10 +22,11 @@ class Compacted:
     valid: Tensor            # (B, V) True for visible tokens (never None)
 
 
-def compact_visible(input_ids: Tensor, visible: Tensor, pad_id: int) -> Compacted:
-    """Keep the ``visible`` (B, L) positions of ``input_ids``, each at its original position id."""
+def compact_visible(input_ids: Tensor, visible: Tensor, pad_id: int, multiple: int = 1) -> Compacted:
+    """Keep the ``visible`` (B, L) positions of ``input_ids``, each at its original position id; the width is
+    rounded up to a ``multiple`` (at most L)."""
     counts = visible.sum(dim=1)
-    width = max(int(counts.max()), 1)
+    width = min(-(-max(int(counts.max()), 1) // multiple) * multiple, input_ids.shape[1])
     order = (~visible).to(torch.int8).argsort(dim=1, stable=True)[:, :width]  # visible first, in order
     valid = torch.arange(width, device=input_ids.device)[None, :] < counts[:, None]
     ids = input_ids.gather(1, order).masked_fill(~valid, pad_id)

@@ -1,1 +1,2 @@
-"""Downstream tasks: specs (tasks/*.yaml), loading and splits, heads, fine-tuning, benchmarks."""
+"""Downstream tasks (specs in tasks/<benchmark>/*.yaml), by role: ``data`` (specs, loading, splits), ``finetune``
+(the loops and task kinds), ``metrics`` (scores, significance), ``benchmark`` (runner, rows, reports, families)."""

@@ -8,7 +8,7 @@ from typing import Any
 from polymask.builtin_models import checkpoint_path
 from polymask.errors import ConfigError
 from polymask.registry import did_you_mean
-from polymask.tasks.options import FinetuneConfig
+from polymask.tasks.finetune.options import FinetuneConfig
 
 
 def add_finetune_options(parser: argparse.ArgumentParser, out_default: str) -> None:
@@ -49,7 +49,7 @@ def finetune_config(args: argparse.Namespace, benchmark: str | None = None) -> F
 
     from polymask.config import apply_override
     from polymask.schema import validation_messages
-    from polymask.tasks.spec import benchmark_recipe
+    from polymask.tasks.finetune.recipe import benchmark_recipe
 
     raw: dict[str, Any] = benchmark_recipe(benchmark) if benchmark else {}
     for flag, field in (("lr", "lr"), ("epochs", "epochs"), ("patience", "patience"), ("batch_size", "batch_size"),
@@ -78,9 +78,9 @@ def _settings(config: FinetuneConfig, args: argparse.Namespace) -> dict[str, Any
 
 
 def cmd_finetune(args: argparse.Namespace) -> int:
-    from polymask.tasks.benchmark import run_benchmark, slug
-    from polymask.tasks.spec import load_task_spec
-    from polymask.tasks.systems import pretrained_systems
+    from polymask.tasks.benchmark.runner import run_benchmark, slug
+    from polymask.tasks.benchmark.systems import pretrained_systems
+    from polymask.tasks.data.spec import load_task_spec
 
     spec = load_task_spec(args.task)
     config = finetune_config(args, spec.benchmark)
@@ -94,7 +94,7 @@ def cmd_finetune(args: argparse.Namespace) -> int:
 
 def _benchmark_tasks(benchmark: str, names: list[str] | None) -> list[str]:
     """Task keys of ``benchmark``: ``names`` (with or without the benchmark prefix) or its default set."""
-    from polymask.tasks.spec import task_names
+    from polymask.tasks.data.spec import task_names
 
     available = task_names(benchmark)
     if not available:
@@ -114,8 +114,8 @@ def _benchmark_tasks(benchmark: str, names: list[str] | None) -> list[str]:
 
 
 def cmd_benchmark(args: argparse.Namespace) -> int:
-    from polymask.tasks.benchmark import run_benchmark
-    from polymask.tasks.systems import pretrained_systems, reference_systems
+    from polymask.tasks.benchmark.runner import run_benchmark
+    from polymask.tasks.benchmark.systems import pretrained_systems, reference_systems
 
     tasks = _benchmark_tasks(args.benchmark, args.tasks)
     config = finetune_config(args, args.benchmark)
@@ -130,7 +130,7 @@ def cmd_benchmark(args: argparse.Namespace) -> int:
 
 
 def cmd_heldout(args: argparse.Namespace) -> int:
-    from polymask.tasks.heldout import write_heldout
+    from polymask.tasks.data.heldout import write_heldout
 
     tasks = _benchmark_tasks(args.benchmark, args.tasks)
     summary = write_heldout(tasks, args.splits, args.out, args.data_dir)
@@ -141,7 +141,7 @@ def cmd_heldout(args: argparse.Namespace) -> int:
 
 
 def cmd_task_corpus(args: argparse.Namespace) -> int:
-    from polymask.tasks.task_corpus import CORPUS_FILE, write_task_corpus
+    from polymask.tasks.data.task_corpus import CORPUS_FILE, write_task_corpus
 
     tasks = _benchmark_tasks(args.benchmark, args.tasks)
     summary = write_task_corpus(args.benchmark, tasks, args.out, args.data_dir)

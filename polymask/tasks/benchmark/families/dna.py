@@ -17,9 +17,9 @@ from sklearn.preprocessing import StandardScaler
 from threadpoolctl import threadpool_limits
 
 from polymask.errors import ConfigError
-from polymask.tasks.data import TaskData
-from polymask.tasks.metrics import better, score
-from polymask.tasks.systems import REFERENCES, Reference, reference_result
+from polymask.tasks.benchmark.systems import REFERENCES, Reference, reference_result
+from polymask.tasks.data.loading import TaskData
+from polymask.tasks.metrics.scoring import better, score
 
 K_VALUES = (1, 2, 3, 4, 5, 6)
 C_GRID = (0.01, 0.1, 1.0)

@@ -20,8 +20,8 @@ from polymask.data.records import normalize_record
 from polymask.errors import DataError, InvalidRecord, TaskFileMissing
 from polymask.modalities.base import Modality
 from polymask.resources import builtin_dir
-from polymask.tasks import splits
-from polymask.tasks.spec import TaskSpec
+from polymask.tasks.data import splits
+from polymask.tasks.data.spec import TaskSpec
 
 DATA_DIR_ENV = "POLYMASK_DATA_DIR"
 TABLE_KINDS = (".csv", ".tsv", ".txt", ".parquet")

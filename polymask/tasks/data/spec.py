@@ -6,7 +6,7 @@ A spec declares the data (files, columns), what is predicted (kind, labels), how
 from __future__ import annotations
 
 from pathlib import Path
-from typing import Any, Literal
+from typing import Literal
 
 import yaml
 from pydantic import Field, ValidationError, model_validator
@@ -61,7 +61,7 @@ class TaskSpec(StrictModel):
         None, description="string labels in index order (multiclass classes; binary: [negative, positive])")
     other_label: str | None = Field(
         None, description="class (one of label_values) given to every label not listed there: rare classes merged")
-    metric: str = Field(description="headline metric (see polymask.tasks.metrics.METRICS)")
+    metric: str = Field(description="headline metric (see polymask.tasks.metrics.scoring.METRICS)")
     extra_metrics: list[str] = Field(default_factory=list, description="further metrics reported")
     split: SplitSpec
     evaluated_on: str = Field("test split", description="what the test split is, as stated in reports")
@@ -121,17 +121,3 @@ def task_names(benchmark: str | None = None, default_only: bool = False) -> list
                   if p.name != RECIPE_FILE and (benchmark is None or p.parent.name == benchmark))
     return [key for key in keys if not default_only or load_task_spec(key).in_default_benchmark]
 
-
-def benchmark_recipe(benchmark: str) -> dict[str, Any]:
-    """The fine-tuning settings ``tasks/<benchmark>/recipe.yaml`` declares (chosen on validation for that
-    benchmark), to stand where the command line is silent; {} when the benchmark has none."""
-    from polymask.tasks.options import FinetuneConfig
-
-    path = builtin_dir("tasks") / benchmark / RECIPE_FILE
-    if not path.is_file():
-        return {}
-    recipe = (yaml.safe_load(path.read_text()) or {}).get("finetune", {})
-    unknown = sorted(set(recipe) - set(FinetuneConfig.model_fields))
-    if unknown:
-        raise ConfigError(f"{path}: unknown fine-tuning settings {unknown}")
-    return dict(recipe)

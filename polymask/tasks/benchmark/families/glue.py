@@ -13,8 +13,8 @@ from typing import Any
 import numpy as np
 from scipy import stats
 
-from polymask.tasks.data import TaskData
-from polymask.tasks.systems import REFERENCES, Reference, reference_result
+from polymask.tasks.benchmark.systems import REFERENCES, Reference, reference_result
+from polymask.tasks.data.loading import TaskData
 
 
 def constant_prediction(task: TaskData, count: int) -> np.ndarray:

@@ -5,13 +5,15 @@ A ``System`` turns (task data, seed, model folder) into a result dict with ``val
 pretrained checkpoints save the model chosen on the validation split into the model folder (unless
 ``FinetuneConfig.save_model`` is off); the reference rows (the untrained encoder, the classical
 baselines) keep no model, which halves the disk a one-checkpoint benchmark uses, and nor do Hugging Face
-folders (``hf_encoder``: their encoder and tokenizer fit ``finetune`` through small adapters).
+folders (``finetune.hf_folder``: their encoder and tokenizer fit fine-tuning through small adapters).
 Benchmark-specific reference baselines (ECFP + random forest for MoleculeNet, k-mer counts +
-logistic regression for DNA, ...) register in ``REFERENCES`` under their benchmark's name.
+logistic regression for DNA, ...) register in ``REFERENCES`` under their benchmark's name, from the module
+``families.<benchmark>``, which is imported when the benchmark's references are asked for (if there is one).
 """
 from __future__ import annotations
 
 import importlib
+import importlib.util
 import json
 import time
 from dataclasses import dataclass
@@ -30,12 +32,12 @@ from polymask.modalities import MODALITIES, build_modality
 from polymask.modalities.base import Modality
 from polymask.model.encoder import Encoder
 from polymask.registry import Registry
-from polymask.tasks.data import TaskData, with_train_cap
-from polymask.tasks.finetune import FinetuneConfig
-from polymask.tasks.hf_encoder import HFEncoder, HFFolder, HFTokenizer, RawInputs, is_hf_folder, load_hf_folder
-from polymask.tasks.kinds import KINDS, TABLE_KINDS
-from polymask.tasks.metrics import score
-from polymask.tasks.spec import TaskSpec, load_task_spec
+from polymask.tasks.data.loading import TaskData, with_train_cap
+from polymask.tasks.data.spec import TaskSpec, load_task_spec
+from polymask.tasks.finetune.hf_folder import HFEncoder, HFFolder, HFTokenizer, RawInputs, is_hf_folder, load_hf_folder
+from polymask.tasks.finetune.kinds import KINDS, TABLE_KINDS
+from polymask.tasks.finetune.options import FinetuneConfig
+from polymask.tasks.metrics.scoring import score
 from polymask.tracking import TrackedRun, open_reporter, require
 
 #: (task data of any kind, seed, folder for the fine-tuned model, the cell's name and folder for trackers) -> result.
@@ -63,9 +65,8 @@ class Reference:
 
 
 REFERENCES: Registry[list[Reference]] = Registry("benchmark references")
-#: Modules that register a benchmark's reference baselines, imported when the benchmark runs.
-REFERENCE_MODULES = {"moleculenet": "polymask.tasks.moleculenet", "glue": "polymask.tasks.glue",
-                     "dna": "polymask.tasks.dna"}
+#: The package of the benchmark families' modules: ``<FAMILIES>.<benchmark>`` registers that benchmark's references.
+FAMILIES = "polymask.tasks.benchmark.families"
 
 
 def _finetuned(encoder_factory: Callable[[int], Encoder | HFEncoder], tokenizer: Tokenizer | HFTokenizer,
@@ -204,11 +205,17 @@ def _capped(run: Callable[[Any, int], dict[str, Any]], max_train_examples: int |
     return lambda task, seed, model_dir, tracked: run(with_train_cap(task, max_train_examples, seed), seed)
 
 
+def _import_family(benchmark: str) -> None:
+    """Import ``families.<benchmark>`` (its import registers the benchmark's reference baselines), if there is one."""
+    module = f"{FAMILIES}.{benchmark}"
+    if benchmark.isidentifier() and importlib.util.find_spec(module) is not None:
+        importlib.import_module(module)
+
+
 def reference_systems(benchmark: str, modality: Modality, max_train_examples: int | None = None) -> list[System]:
     """The registered reference baselines of a benchmark (none if it registers none), trained on the same
     capped training subset as the fine-tuned rows."""
-    if benchmark in REFERENCE_MODULES:
-        importlib.import_module(REFERENCE_MODULES[benchmark])
+    _import_family(benchmark)
     if benchmark not in REFERENCES:
         return []
     return [System(ref.name, ref.name, modality, _capped(ref.run, max_train_examples)) for ref in REFERENCES.get(benchmark)]

@@ -15,11 +15,12 @@ from tokenizers import Tokenizer
 from polymask.checkpoints.finetuned import SaveTarget
 from polymask.modalities.base import Modality
 from polymask.model.encoder import Encoder
-from polymask.tasks.data import load_task
-from polymask.tasks.finetune import FinetuneConfig, finetune
-from polymask.tasks.span_finetune import finetune_span
-from polymask.tasks.spec import TaskSpec
-from polymask.tasks.squad import load_squad
+from polymask.tasks.data.loading import load_task
+from polymask.tasks.data.spec import TaskSpec
+from polymask.tasks.data.squad import load_squad
+from polymask.tasks.finetune.options import FinetuneConfig
+from polymask.tasks.finetune.spans import finetune_span
+from polymask.tasks.finetune.tables import finetune
 from polymask.tracking import Reporter
 
 

@@ -13,9 +13,8 @@ from polymask.data.exclusions import HELDOUT_SUMMARY
 from polymask.errors import ConfigError
 from polymask.jsonio import make_dir, write_json, write_text
 from polymask.modalities import MODALITIES, Modality
-from polymask.tasks.data import TaskSplit
-from polymask.tasks.kinds import KINDS
-from polymask.tasks.spec import load_task_spec
+from polymask.tasks.data.loading import TaskSplit, load_task
+from polymask.tasks.data.spec import load_task_spec
 
 SPLITS = ("train", "valid", "test")
 
@@ -47,7 +46,7 @@ def write_heldout(task_keys: Sequence[str], splits: Sequence[str], out: Path,
         spec = load_task_spec(key)
         if spec.kind not in ("binary", "multiclass", "regression"):
             raise ConfigError(f"{key}: held-out files are written for table tasks, not for {spec.kind} tasks")
-        task = KINDS[spec.kind].load(spec, default_modality(spec.modality), data_dir)
+        task = load_task(spec, default_modality(spec.modality), data_dir)
         protocols[key] = task.protocol
         for split in splits:
             records = unique_inputs(getattr(task, split))

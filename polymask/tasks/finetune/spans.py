@@ -1,6 +1,6 @@
 """Fine-tuning a pretrained encoder for extractive question answering (SQuAD), with early stopping.
 
-Training and early stopping are those of every task (``finetune.fit``); what differs is the span
+Training and early stopping are those of every task (``loop.fit``); what differs is the span
 head over context windows, and that predictions are whole answers scored by the SQuAD metrics.
 """
 from __future__ import annotations
@@ -19,11 +19,11 @@ from polymask.modalities.base import Modality
 from polymask.model.encoder import Encoder
 from polymask.model.heads import SpanPredictor
 from polymask.runtime import autocast, precision_used, resolve_device
-from polymask.tasks.data import cap_indices
-from polymask.tasks.finetune import FinetuneConfig, fit
-from polymask.tasks.metrics import score
-from polymask.tasks.span import (
-    QAExample,
+from polymask.tasks.data.loading import cap_indices
+from polymask.tasks.data.squad import QAExample, SquadTask
+from polymask.tasks.finetune.loop import fit
+from polymask.tasks.finetune.options import FinetuneConfig
+from polymask.tasks.finetune.span_features import (
     SpanFeatures,
     allowed_positions,
     answer_predictions,
@@ -31,8 +31,8 @@ from polymask.tasks.span import (
     build_features,
     span_loss,
 )
-from polymask.tasks.squad import SquadTask
-from polymask.tasks.squad_eval import best_threshold
+from polymask.tasks.metrics.scoring import score
+from polymask.tasks.metrics.squad import best_threshold
 from polymask.tokenization import SpecialIds
 from polymask.tracking import Reporter
 

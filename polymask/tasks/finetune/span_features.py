@@ -1,4 +1,4 @@
-"""Extractive question answering: context windows with character offsets, a span head, best-span decoding.
+"""Extractive question answering: context windows with character offsets, the span loss, best-span decoding.
 
 A context longer than the model is cut into overlapping windows of tokens; every window is encoded
 as ``[CLS] question [SEP] context window [SEP]``. The tokenizer's character offsets map the gold
@@ -15,22 +15,11 @@ from tokenizers import Tokenizer
 from torch import Tensor, nn
 
 from polymask.errors import ConfigError
-from polymask.tasks.options import SpanOptions
+from polymask.tasks.data.squad import QAExample
+from polymask.tasks.finetune.options import SpanOptions
 from polymask.tokenization import SpecialIds
 
 MIN_CONTEXT_TOKENS = 32
-
-
-@dataclass(frozen=True)
-class QAExample:
-    """A question on a context: gold answer texts (none: unanswerable) and where the first one starts."""
-
-    qid: str
-    question: str
-    context: str
-    answers: tuple[str, ...]
-    answer_start: int
-    article: str
 
 
 @dataclass

@@ -22,12 +22,12 @@ from polymask.errors import RunBusy, TaskFileMissing
 from polymask.jsonio import make_dir, write_json
 from polymask.locks import acquire
 from polymask.runtime import inner_progress, progress_bar
-from polymask.tasks.kinds import KINDS
-from polymask.tasks.metrics import METRICS
-from polymask.tasks.pretraining_report import pretraining_sections
-from polymask.tasks.report import write_report
-from polymask.tasks.spec import TaskSpec, load_task_spec
-from polymask.tasks.systems import System
+from polymask.tasks.benchmark.pretraining_report import pretraining_sections
+from polymask.tasks.benchmark.report import write_report
+from polymask.tasks.benchmark.systems import System
+from polymask.tasks.data.spec import TaskSpec, load_task_spec
+from polymask.tasks.finetune.kinds import KINDS
+from polymask.tasks.metrics.scoring import METRICS
 from polymask.tracking import TrackedRun
 
 

@@ -10,9 +10,9 @@ from typing import Any
 import numpy as np
 
 from polymask.jsonio import atomic_path
-from polymask.tasks.metrics import METRICS
-from polymask.tasks.report import average_groups, seed_averages
-from polymask.tasks.significance import NOISE_P, welch_verdict
+from polymask.tasks.benchmark.report import average_groups, seed_averages
+from polymask.tasks.metrics.scoring import METRICS
+from polymask.tasks.metrics.significance import NOISE_P, welch_verdict
 
 BASELINE = "no pretraining"
 

@@ -4,7 +4,7 @@ Every metric takes ``labels`` (N, T) with NaN for missing entries and ``predicti
 probabilities (N, T) for binary tasks, class probabilities (N, C) for multiclass, values (N, T) in
 original units for regression. Multi-task binary metrics average over the tasks that have both
 classes present in the split (MoleculeNet's convention). The SQuAD metrics take the gold answers
-(``squad_eval.Golds``) and (answer, no-answer score) pairs, and give percentages.
+(``squad.Golds``) and (answer, no-answer score) pairs, and give percentages.
 """
 from __future__ import annotations
 
@@ -15,7 +15,7 @@ import numpy as np
 from scipy import stats
 from sklearn import metrics as skm
 
-from polymask.tasks import squad_eval
+from polymask.tasks.metrics import squad
 
 
 @dataclass(frozen=True)
@@ -75,12 +75,12 @@ METRICS: dict[str, Metric] = {
     "mcc": Metric(_single_label(_mcc), True),
     "f1": Metric(_single_label(skm.f1_score), True),
     "macro_f1": Metric(_single_label(lambda y, p: skm.f1_score(y, p, average="macro")), True),
-    "exact_match": Metric(squad_eval.exact_match, True),
-    "squad_f1": Metric(squad_eval.f1, True),
-    "best_exact_match": Metric(squad_eval.best_exact_match, True),
-    "best_squad_f1": Metric(squad_eval.best_f1, True),
-    "has_answer_f1": Metric(squad_eval.has_answer_f1, True),
-    "no_answer_f1": Metric(squad_eval.no_answer_f1, True),
+    "exact_match": Metric(squad.exact_match, True),
+    "squad_f1": Metric(squad.f1, True),
+    "best_exact_match": Metric(squad.best_exact_match, True),
+    "best_squad_f1": Metric(squad.best_f1, True),
+    "has_answer_f1": Metric(squad.has_answer_f1, True),
+    "no_answer_f1": Metric(squad.no_answer_f1, True),
 }
 
 

@@ -1,12 +1,12 @@
-"""Fine-tuning a pretrained encoder on one task, with early stopping on the validation metric.
+"""Fine-tuning a pretrained encoder on a table task (binary, multiclass, regression), with early stopping on
+the validation metric.
 
 The encoder comes without any objective module (``LoadedCheckpoint.build_encoder``); a pooled
-linear head is added; training stops when the validation metric has not improved for
+linear head is added; training (``loop.fit``) stops when the validation metric has not improved for
 ``patience`` epochs, and the test metrics are those of the best validation epoch.
 """
 from __future__ import annotations
 
-import copy
 import functools
 import random
 import time
@@ -16,7 +16,7 @@ from typing import Any, Callable, Collection
 import numpy as np
 import torch
 from tokenizers import Tokenizer
-from torch import Tensor, nn
+from torch import Tensor
 
 from polymask.checkpoints.finetuned import SaveTarget, finetuned_meta, save_finetuned
 from polymask.data.batching import BatchSampler, collate
@@ -24,10 +24,11 @@ from polymask.data.model_inputs import run_batched
 from polymask.modalities.base import Modality
 from polymask.model.encoder import Encoder
 from polymask.model.heads import TASK_HEADS, SequencePredictor, TaskHead
-from polymask.runtime import autocast, inner_progress_bar, precision_used, resolve_device
-from polymask.tasks.data import TaskData, TaskSplit, subset
-from polymask.tasks.metrics import better, score
-from polymask.tasks.options import FinetuneConfig
+from polymask.runtime import autocast, precision_used, resolve_device
+from polymask.tasks.data.loading import TaskData, TaskSplit, subset
+from polymask.tasks.finetune.loop import fit
+from polymask.tasks.finetune.options import FinetuneConfig
+from polymask.tasks.metrics.scoring import score
 from polymask.tokenization import SpecialIds
 from polymask.tracking import Reporter
 
@@ -76,60 +77,6 @@ def _predict(model: SequencePredictor, head: TaskHead, data: EncodedSplit, batch
                               model.head.out_features, batch_size, pad, device, precision)
     model.train()
     return predictions
-
-
-@dataclass
-class Fitted:
-    """Outcome of ``fit``: validation metrics at the best epoch (1-based) and the epochs run."""
-
-    valid: dict[str, float]
-    best_epoch: int
-    epochs_run: int
-
-
-def fit(model: nn.Module, config: FinetuneConfig, batches: Callable[[int], list[Any]],
-        loss_of: Callable[[Any], Tensor], validate: Callable[[], dict[str, float]], metric: str,
-        reporter: Reporter | None = None) -> Fitted:
-    """AdamW with linear warm-up and decay over ``config.epochs`` epochs of ``batches(epoch)``; ``validate``
-    after each epoch; stops after ``config.patience`` epochs without improving ``metric`` and restores the
-    best epoch's weights. Progress (epoch, step, validation metric) shows under a benchmark's bar; each epoch's
-    mean training loss and validation metrics go to ``reporter`` (step: the epoch, from 1)."""
-    parameters = [p for p in model.parameters() if p.requires_grad]
-    optimizer = torch.optim.AdamW(parameters, lr=config.lr, weight_decay=config.weight_decay)
-    total_steps = config.epochs * len(batches(0))
-    bar = inner_progress_bar(total=total_steps, unit="step")
-    warmup = max(1, int(config.warmup_fraction * total_steps))
-    schedule = torch.optim.lr_scheduler.LambdaLR(
-        optimizer, lambda step: min((step + 1) / warmup, max(0.0, (total_steps - step) / max(1, total_steps - warmup))))
-    best_value, best_state, best_epoch, best_valid, stale = None, None, -1, {}, 0
-    for epoch in range(config.epochs):
-        bar.set_description(f"epoch {epoch + 1}/{config.epochs}")
-        epoch_batches, loss_sum = batches(epoch), 0.0
-        for batch in epoch_batches:
-            loss = loss_of(batch)
-            loss_sum += loss.detach()  # a tensor: no device sync per step
-            loss.backward()
-            torch.nn.utils.clip_grad_norm_(parameters, 1.0)
-            optimizer.step()
-            schedule.step()
-            optimizer.zero_grad(set_to_none=True)
-            bar.update(1)
-        valid_metrics = validate()
-        if reporter is not None:
-            reporter.log({"train_loss": float(loss_sum) / max(1, len(epoch_batches)),
-                          **{f"valid_{name}": value for name, value in valid_metrics.items()}}, epoch + 1)
-        if better(metric, valid_metrics[metric], best_value):
-            best_value, best_epoch, best_valid, stale = valid_metrics[metric], epoch, valid_metrics, 0
-            best_state = copy.deepcopy(model.state_dict())
-        else:
-            stale += 1
-        bar.set_postfix_str(f"valid {metric} {valid_metrics[metric]:.4g}, best {best_value:.4g} (epoch {best_epoch + 1})")
-        if stale >= config.patience:
-            break
-    bar.close()
-    if best_state is not None:
-        model.load_state_dict(best_state)
-    return Fitted(best_valid, best_epoch + 1, epoch + 1)
 
 
 def finetune(task: TaskData, encoder: Encoder, tokenizer: Tokenizer, modality: Modality, config: FinetuneConfig,

@@ -9,8 +9,8 @@ from rdkit import Chem
 from rdkit.Chem import rdFingerprintGenerator
 from sklearn.ensemble import RandomForestClassifier, RandomForestRegressor
 
-from polymask.tasks.data import TaskData, TaskSplit
-from polymask.tasks.systems import REFERENCES, Reference, reference_result
+from polymask.tasks.benchmark.systems import REFERENCES, Reference, reference_result
+from polymask.tasks.data.loading import TaskData, TaskSplit
 
 N_TREES = 500
 

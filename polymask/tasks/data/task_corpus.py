@@ -13,9 +13,9 @@ from typing import Any, Sequence
 
 from polymask.errors import ConfigError, TaskFileMissing
 from polymask.jsonio import make_dir, write_json, write_text
-from polymask.tasks.heldout import default_modality, unique_inputs
-from polymask.tasks.kinds import KINDS
-from polymask.tasks.spec import load_task_spec, task_names
+from polymask.tasks.data.heldout import default_modality, unique_inputs
+from polymask.tasks.data.loading import load_task
+from polymask.tasks.data.spec import load_task_spec, task_names
 
 CORPUS_FILE = "corpus.txt"
 SUMMARY_FILE = "corpus.json"
@@ -25,7 +25,7 @@ def _load(key: str, data_dir: Path | None) -> Any:
     spec = load_task_spec(key)
     if spec.kind not in ("binary", "multiclass", "regression"):
         raise ConfigError(f"{key}: a corpus is built from table tasks, not from {spec.kind} tasks")
-    return KINDS[spec.kind].load(spec, default_modality(spec.modality), data_dir)
+    return load_task(spec, default_modality(spec.modality), data_dir)
 
 
 def _tasks_on_hand(benchmark: str, data_dir: Path | None) -> tuple[dict[str, Any], list[str]]:

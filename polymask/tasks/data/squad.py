@@ -18,10 +18,21 @@ from polymask.data.readers import open_text
 from polymask.data.records import normalize_record
 from polymask.errors import ConfigError, DataError, InvalidRecord, TaskFileMissing
 from polymask.modalities.base import Modality
-from polymask.tasks.data import find_task_file, holdout
-from polymask.tasks.span import QAExample
-from polymask.tasks.spec import TaskSpec
-from polymask.tasks.squad_eval import Golds
+from polymask.tasks.data.loading import find_task_file, holdout
+from polymask.tasks.data.spec import TaskSpec
+from polymask.tasks.metrics.squad import Golds
+
+
+@dataclass(frozen=True)
+class QAExample:
+    """A question on a context: gold answer texts (none: unanswerable) and where the first one starts."""
+
+    qid: str
+    question: str
+    context: str
+    answers: tuple[str, ...]
+    answer_start: int
+    article: str
 
 
 @dataclass

@@ -1,0 +1,24 @@
+"""A benchmark's fine-tuning recipe: the settings ``tasks/<benchmark>/recipe.yaml`` declares, beside its task specs."""
+from __future__ import annotations
+
+from typing import Any
+
+import yaml
+
+from polymask.errors import ConfigError
+from polymask.resources import builtin_dir
+from polymask.tasks.data.spec import RECIPE_FILE
+from polymask.tasks.finetune.options import FinetuneConfig
+
+
+def benchmark_recipe(benchmark: str) -> dict[str, Any]:
+    """The fine-tuning settings ``tasks/<benchmark>/recipe.yaml`` declares (chosen on validation for that
+    benchmark), to stand where the command line is silent; {} when the benchmark has none."""
+    path = builtin_dir("tasks") / benchmark / RECIPE_FILE
+    if not path.is_file():
+        return {}
+    recipe = (yaml.safe_load(path.read_text()) or {}).get("finetune", {})
+    unknown = sorted(set(recipe) - set(FinetuneConfig.model_fields))
+    if unknown:
+        raise ConfigError(f"{path}: unknown fine-tuning settings {unknown}")
+    return dict(recipe)
