@@ -6,7 +6,7 @@ import torch
 from safetensors.torch import load_file
 
 from polymask.checkpoints.pretrained import load_checkpoint
-from polymask.errors import CheckpointError
+from polymask.errors import CheckpointError, OutputError
 from polymask.training.trainer import train
 
 
@@ -65,10 +65,11 @@ def test_a_crash_while_saving_keeps_the_previous_checkpoint(tmp_path, make_confi
         real_save(tensors, path, metadata)
 
     monkeypatch.setattr(checkpoint_module, "save_weights", crash)
-    with pytest.raises(OSError, match="disk full"):
+    with pytest.raises(OutputError, match="cannot write .*step-000006: disk full"):
         train(make_config("smiles", tmp_path / "run", max_steps=6), resume=tmp_path / "run")
     loaded = load_checkpoint(tmp_path / "run")
     assert loaded.folder.name == "step-000003"
+    assert not list((tmp_path / "run" / "checkpoints").glob(".tmp-*"))  # the half-written folder is gone
 
 
 def test_keyboard_interrupt_saves_the_last_finished_step(tmp_path, make_config, monkeypatch):

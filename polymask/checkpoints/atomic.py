@@ -10,7 +10,7 @@ from typing import Iterator
 from polymask.errors import OutputError
 
 
-def move_into_place(tmp: Path, final: Path) -> None:
+def _move_into_place(tmp: Path, final: Path) -> None:
     """Flush every file of the finished folder ``tmp`` to disk and rename it to ``final``; an existing
     ``final`` is moved aside first and deleted after, so ``final`` is always either the old or the new one."""
     for path in tmp.iterdir():
@@ -35,7 +35,7 @@ def staged_folder(final: Path) -> Iterator[Path]:
         shutil.rmtree(tmp, ignore_errors=True)
         tmp.mkdir(parents=True)
         yield tmp
-        move_into_place(tmp, final)
+        _move_into_place(tmp, final)
     except OSError as exc:
         raise OutputError(f"cannot write {final}: {exc.strerror or exc} (free some space or choose another "
                           f"output folder)") from None

@@ -39,7 +39,7 @@ from tokenizers import Tokenizer
 
 from polymask.builtin_models import FACTS as BUILTIN_FACTS
 from polymask.builtin_models import checkpoint_path, is_builtin, not_found
-from polymask.checkpoints.atomic import move_into_place
+from polymask.checkpoints.atomic import staged_folder
 from polymask.encoder_config import fill_legacy_defaults
 from polymask.errors import CheckpointError, ConfigError, DataError, TrainingDiverged
 from polymask.jsonio import dumps
@@ -132,19 +132,16 @@ def save_checkpoint(run_dir: Path, step: int, weights: dict[str, torch.Tensor], 
     final = checkpoint_folder(run_dir, step)
     root = final.parent
     root.mkdir(parents=True, exist_ok=True)
-    tmp = root / f".tmp-{final.name}"
-    shutil.rmtree(tmp, ignore_errors=True)
-    tmp.mkdir()
-    save_weights({name: tensor.detach().cpu().contiguous() for name, tensor in weights.items()},
-                 tmp / "model.safetensors")
-    save_weights({**moments, **rng_tensors}, tmp / "optimizer.safetensors")
-    _write_json(tmp / "trainer_state.json", {**trainer_state, "optimizer": optimizer_meta})
-    _write_json(tmp / RUN_CONFIG, config)
-    _write_json(tmp / "encoder.json", {"config": encoder.config.model_dump(mode="json"),
-                                       "vocab_size": encoder.vocab_size})
-    save_tokenizer(tokenizer, tmp)
-    write_manifest(tmp, {"step": step})
-    move_into_place(tmp, final)
+    with staged_folder(final) as tmp:
+        save_weights({name: tensor.detach().cpu().contiguous() for name, tensor in weights.items()},
+                     tmp / "model.safetensors")
+        save_weights({**moments, **rng_tensors}, tmp / "optimizer.safetensors")
+        _write_json(tmp / "trainer_state.json", {**trainer_state, "optimizer": optimizer_meta})
+        _write_json(tmp / RUN_CONFIG, config)
+        _write_json(tmp / "encoder.json", {"config": encoder.config.model_dump(mode="json"),
+                                           "vocab_size": encoder.vocab_size})
+        save_tokenizer(tokenizer, tmp)
+        write_manifest(tmp, {"step": step})
     pointer = root / f".{LATEST}.tmp"
     _write_json(pointer, {"checkpoint": final.name, "step": step})
     os.replace(pointer, root / LATEST)
