@@ -1,7 +1,10 @@
 """``polymask bench --objectives mlm,exlm``: the side-by-side comparison runs and reports ExLM's floor."""
+import pytest
+
 from polymask.bench.objectives import compare_objectives, write_comparison
 
 
+@pytest.mark.integration
 def test_objectives_side_by_side(tmp_path):
     comparison = compare_objectives(("mlm", "exlm"), "smiles", "tiny", 8, 64, warmup=1, steps=2)
     mlm, exlm = comparison["rows"]

@@ -17,10 +17,10 @@ from polymask.tasks.finetune.tables import augmented_epochs, encode_split, finet
 from polymask.training.trainer import train
 from tests.conftest import tiny_config  # imported here, not in a fixture: importing it sets torch's threads
 
-pytestmark = pytest.mark.integration  # trains, fine-tunes or runs the command line end to end
 
 KMER_REFERENCE = "k-mer profiles (k=1-6) + logistic regression"
-pytestmark = pytest.mark.usefixtures("one_torch_thread")
+pytestmark = [pytest.mark.integration,  # trains, fine-tunes or runs the command line end to end
+              pytest.mark.usefixtures("one_torch_thread")]
 
 
 @pytest.fixture(scope="module")

@@ -19,6 +19,7 @@ def exlm_config(make_config, out, max_steps=25, **options):
     return config
 
 
+@pytest.mark.integration
 @pytest.mark.parametrize("options", [{}, {"transitions": "sparse", "rope_2d": False, "k": 2}])
 def test_validation_loss_falls_on_builtin_smiles(options, tmp_path, make_config):
     trainer = Trainer(build_run_config(exlm_config(make_config, tmp_path / "run", **options)))

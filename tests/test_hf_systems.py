@@ -20,14 +20,14 @@ from polymask.tasks.finetune.hf_folder import HFTokenizer, RawInputs, is_hf_fold
 from polymask.tasks.finetune.tables import encode_split
 from polymask.training.trainer import train
 
-pytestmark = pytest.mark.integration  # trains, fine-tunes or runs the command line end to end
 
 LEGACY_RUN = Path(__file__).parent / "data" / "legacy_run"
 SPECIALS = ["[PAD]", "[UNK]", "[CLS]", "[SEP]", "[MASK]"]
 SMILES_CHARACTERS = "CNOSPFIBrlcnosp()[]=#@+-/\\.%0123456789H"
 CAPS = ["--tasks", "esol", "--max-train-examples", "40", "--max-valid-examples", "40", "--max-test-examples", "40",
         "--epochs", "1", "--seeds", "1", "--max-len", "64", "--set", "precision=fp32", "--quiet"]
-pytestmark = pytest.mark.usefixtures("one_torch_thread")
+pytestmark = [pytest.mark.integration,  # trains, fine-tunes or runs the command line end to end
+              pytest.mark.usefixtures("one_torch_thread")]
 
 
 def save_bert(folder: Path, characters: str, with_tokenizer: bool = True, positions: int = 64) -> Path:

@@ -20,9 +20,9 @@ from polymask.tasks.data.spec import load_task_spec
 from polymask.training.trainer import train
 from tests.conftest import tiny_config  # imported here, not in a fixture: importing it sets torch's threads
 
-pytestmark = pytest.mark.integration  # trains, fine-tunes or runs the command line end to end
 
-pytestmark = pytest.mark.usefixtures("one_torch_thread")
+pytestmark = [pytest.mark.integration,  # trains, fine-tunes or runs the command line end to end
+              pytest.mark.usefixtures("one_torch_thread")]
 REPO = Path(__file__).parent.parent
 MAX_LEN = 64
 #: Records each modality rejects, with the words of the reason predict gives.

@@ -17,12 +17,12 @@ from polymask.model.encoder import Encoder
 from polymask.resources import builtin_dir
 from polymask.tokenization import SpecialIds
 
-pytestmark = pytest.mark.integration  # trains, fine-tunes or runs the command line end to end
 
 NAMES = ("dna-gue-3mer-mlm-196k", "dna-gue-mlm-196k")
 MAX_BYTES = 16 * 2**20
 GUE_DIR = builtin_dir("tasks") / "dna" / "data" / "GUE"
-pytestmark = pytest.mark.usefixtures("one_torch_thread")
+pytestmark = [pytest.mark.integration,  # trains, fine-tunes or runs the command line end to end
+              pytest.mark.usefixtures("one_torch_thread")]
 
 
 @pytest.mark.parametrize("name", NAMES)
