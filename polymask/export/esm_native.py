@@ -4,7 +4,9 @@ ESM (as transformers implements it since 4.x) is a pre-LayerNorm encoder with ro
 (half-split, base 10000 up to transformers 4.x), separate q/k/v projections with biases, the exact GELU, an
 optional embedding LayerNorm (``emb_layer_norm_before``) and a final LayerNorm (``emb_layer_norm_after``);
 its LM head is BERT's (dense, GELU, LayerNorm, tied projection plus bias). With ``token_dropout`` off that
-is polymask's encoder and MLM head, operation for operation. What does not map is named by
+is polymask's encoder and MLM head, operation for operation in evaluation (ESM applies no dropout to the
+embeddings, polymask does: fine-tuning the exported model with ``hidden_dropout_prob`` > 0 regularises a
+little differently). What does not map is named by
 ``native_blockers``.
 """
 from __future__ import annotations

@@ -134,5 +134,7 @@ def native_plan(encoder: Encoder, specials: SpecialIds, max_len: int, objective:
         auto_map["AutoModelForSequenceClassification"] = "modeling_polymask.PolymaskEsmForSequenceClassification"
         architectures = ["PolymaskEsmForSequenceClassification", *architectures[:objective is not None]]
         notes.append("the fine-tuned head (pooling, then one linear layer) has no native counterpart: "
-                     "AutoModelForSequenceClassification needs trust_remote_code=True (AutoModel is native EsmModel)")
+                     "AutoModelForSequenceClassification needs trust_remote_code=True (without it transformers builds "
+                     "EsmForSequenceClassification with a new, untrained head and reports the classifier weights as "
+                     "newly initialised; AutoModel is native EsmModel)")
     return ExportPlan(config, weights, architectures, auto_map, True, notes)

@@ -176,8 +176,10 @@ def model_card(facts: CardFacts, plan: ExportPlan, difference: float | None, che
         lines += [_head_text(head), ""]
     lines += [
         "## How it was made", "",
-        f"`polymask export` from the checkpoint `{facts.source}`. The weights are polymask's, unchanged, in "
-        "float32 safetensors; nothing was retrained. The export was checked against polymask's encoder before "
+        f"`polymask export` from the checkpoint `{facts.source}`. The weights are polymask's, in float32 "
+        "safetensors" + ("" if head is None or head.config["problem_type"] != "regression" else
+                         " (the regression targets' mean and std folded into the task head's layer)")
+        + "; nothing was retrained. The export was checked against polymask's encoder before "
         f"it was written: last hidden states, {check}.", "",
     ]
     return "\n".join(lines)

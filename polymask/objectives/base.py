@@ -124,8 +124,9 @@ class Objective(nn.Module):
 
     def score_rows(self, rows: Tensor) -> Tensor:
         """``self.head`` on (M, D) rows, computed on M rounded up to a multiple of ``8 * shape_multiple`` (zero rows,
-        dropped again): a bounded set of shapes, whose kernels bf16 on CPU caches per shape."""
-        count, multiple = rows.shape[0], 8 * self.shape_multiple
+        dropped again): a bounded set of shapes, whose kernels bf16 on CPU caches per shape. ``shape_multiple`` 1:
+        the rows as they are."""
+        count, multiple = rows.shape[0], 8 * self.shape_multiple if self.shape_multiple > 1 else 1
         padded = -(-count // multiple) * multiple
         if padded != count:
             rows = torch.cat([rows, rows.new_zeros(padded - count, rows.shape[1])])
