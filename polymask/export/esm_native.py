@@ -45,7 +45,7 @@ def esm_config(encoder: Encoder, specials: SpecialIds, max_len: int) -> dict[str
     """``EsmConfig`` fields for ``encoder``."""
     config = encoder.config
     return {
-        "model_type": "esm", "vocab_size": encoder.vocab_size, "hidden_size": config.d_model,
+        "vocab_size": encoder.vocab_size, "hidden_size": config.d_model,
         "num_hidden_layers": config.n_layers, "num_attention_heads": config.n_heads,
         "intermediate_size": config.d_ff, "hidden_act": "gelu", "hidden_dropout_prob": config.dropout,
         "attention_probs_dropout_prob": config.attention_dropout, "layer_norm_eps": config.norm_eps,

@@ -5,9 +5,8 @@ else ``polymask``; an ``auto_map`` naming the classes that need remote code), th
 ``model.safetensors``, the two remote-code files of ``hf_remote/`` where a part needs them (they import only
 torch and transformers; ``trust_remote_code=True``), the tokenizer (``PreTrainedTokenizerFast``, also
 named by ``config.json``'s ``tokenizer_class``) and a model card ``README.md``; ``layout`` decides what goes
-where. It is written into a
-temporary folder, checked (the exported model's hidden states against polymask's encoder on records of
-the training corpus) and renamed into place.
+where. It is written into a temporary folder, checked (the exported model's hidden states against
+polymask's encoder on records of the training corpus) and renamed into place.
 
 ``write_export`` is the one writer; a fine-tuned model exports through it with its fine-tuned encoder
 and ``layout.sequence_head(...)`` (weights under ``classifier.*``, task fields in the config, loaded by
@@ -61,7 +60,7 @@ def _write_model(folder: Path, plan: ExportPlan) -> None:
         from transformers import EsmConfig
 
         with quiet_transformers():
-            config = EsmConfig(**{key: value for key, value in plan.config.items() if key != "model_type"})
+            config = EsmConfig(**plan.config)
     else:
         from polymask.export.hf_remote.configuration_polymask import PolymaskConfig
 
@@ -99,17 +98,19 @@ def _hidden_difference(model: Any, encoder: Encoder, batch: dict[str, torch.Tens
     return float((expected[real] - got[real]).abs().max())
 
 
-def check_export(folder: Path, plan: ExportPlan, encoder: Encoder, batch: dict[str, torch.Tensor] | None) -> float | None:
+def check_export(folder: Path, plan: ExportPlan, encoder: Encoder,
+                 batch: dict[str, torch.Tensor] | None) -> float | None:
     """Load the folder as its first architecture (every weight used, none missing) and, for a native export, as
     ``EsmModel`` (what ``AutoModel`` gives without remote code); return the largest |difference| between their last
     hidden states and polymask's encoder (fp32, real positions of a padded batch); None without a batch."""
     loads = list(dict.fromkeys([plan.architectures[0], *(["EsmModel"] if plan.native else [])]))
+    absent = ESM_EXTRAS if plan.native else ()
     differences = []
     for index, architecture in enumerate(loads):
         with quiet_transformers():
             model, info = _model_class(architecture).from_pretrained(str(folder), output_loading_info=True)
-        absent = ESM_EXTRAS if plan.native else ()
-        wrong = {"missing_keys": [key for key in info["missing_keys"] if not key.removeprefix("esm.").startswith(absent)],
+        missing = [key for key in info["missing_keys"] if not key.removeprefix("esm.").startswith(absent)]
+        wrong = {"missing_keys": missing,
                  "unexpected_keys": [] if index else list(info["unexpected_keys"])}  # the second load sees heads
         if any(wrong.values()):
             raise CheckpointError(f"the exported weights do not fit {architecture}: {wrong}")

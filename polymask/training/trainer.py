@@ -91,13 +91,13 @@ class StepResult(NamedTuple):
     padded_tokens: int
 
 
-
 def shape_multiple(train_config: TrainConfig, device: torch.device) -> int:
     """``train.shape_multiple``, or its default: 16 under bf16 autocast on a CPU (whose kernels are cached per
     shape, growing resident memory with every new batch shape), else 1."""
     if train_config.shape_multiple is not None:
         return train_config.shape_multiple
     return 16 if device.type == "cpu" and precision_used(device, train_config.precision) == "bf16" else 1
+
 
 class Trainer:
     """Builds the run from a ``RunConfig`` and trains it: ``fit()`` runs the loop, ``step()`` one optimiser step."""
@@ -140,7 +140,7 @@ class Trainer:
         encoder_config = config.model.model_copy(update=objective_cls.encoder_overrides(config.objective))
         self.encoder = Encoder(encoder_config, self.tokenizer.get_vocab_size())
         self.model = objective_cls(config.objective, self.encoder, self.specials, self.modality.mask_span).to(self.device)
-        self.model.shape_multiple = self.shape_multiple = shape_multiple(train_config, self.device)
+        self.model.shape_multiple = shape_multiple(train_config, self.device)
         if train_config.absent_token_bias is not None and self.train_token_counts is not None:
             self.model.lower_absent_tokens(self.train_token_counts, train_config.absent_token_bias)
         if train_config.compile:
@@ -212,7 +212,7 @@ class Trainer:
     # -- data -------------------------------------------------------------------------------------
     def device_batch(self, sequences: Sequence[Sequence[int]]) -> Batch:
         """Token sequences as one padded ``Batch`` on the trainer's device, as a step or ``evaluate()`` sees them."""
-        batch = collate(sequences, self.specials.pad, self.shape_multiple)
+        batch = collate(sequences, self.specials.pad, self.model.shape_multiple)
         if self.device.type == "cuda":
             batch = batch.pin_memory()
         return batch.to(self.device)
