@@ -103,12 +103,24 @@ def test_text_byte_level_bpe_round_trip(text):
     assert modality.decode(tokenizer, ids) == normalized
 
 
+def test_a_built_in_tokenizer_is_named_by_its_folder(tmp_path, monkeypatch):
+    """modality.tokenizer takes a folder of tokenizers/ by name; a path that exists wins over the name."""
+    from polymask.modalities.text import TextConfig
+
+    monkeypatch.chdir(tmp_path)
+    assert MODALITIES.get("text")(TextConfig(tokenizer="text-corpus")).load_tokenizer().get_vocab_size() == 16384
+    (tmp_path / "text-corpus").mkdir()
+    (tmp_path / "text-corpus" / "tokenizer.json").write_text(
+        (builtin_dir("tokenizers") / "text" / "tokenizer.json").read_text())
+    assert MODALITIES.get("text")(TextConfig(tokenizer="text-corpus")).load_tokenizer().get_vocab_size() == 8192
+
+
 def test_text_is_unicode_normalised():
     modality = MODALITIES.get("text")()
     assert modality.normalize("Cafe\u0301") == "Caf\u00e9"
 
 
-@pytest.mark.parametrize("name", ["smiles", "dna", "dna-6mer-overlap", "text"])
+@pytest.mark.parametrize("name", ["smiles", "dna", "dna-6mer-overlap", "text", "text-corpus"])
 def test_builtin_tokenizers_load_in_transformers(name):
     tokenizer = AutoTokenizer.from_pretrained(str(builtin_dir("tokenizers") / name))
     assert [tokenizer.pad_token, tokenizer.unk_token, tokenizer.cls_token, tokenizer.sep_token,
@@ -118,7 +130,7 @@ def test_builtin_tokenizers_load_in_transformers(name):
     assert pair[0] == tokenizer.cls_token_id and pair.count(tokenizer.sep_token_id) == 2
 
 
-@pytest.mark.parametrize("name", ["smiles", "dna", "dna-6mer-overlap", "text"])
+@pytest.mark.parametrize("name", ["smiles", "dna", "dna-6mer-overlap", "text", "text-corpus"])
 def test_builtin_tokenizer_ids_run_without_a_hole(name):
     """The embedding has a row per id: a vocabulary listing a token twice would leave an id past the end."""
     from polymask.tokenization import load_tokenizer

@@ -23,7 +23,9 @@ from polymask.tokenization import load_tokenizer
 class ModalityConfig(ComponentConfig):
     """Options shared by every modality."""
 
-    tokenizer: Path | None = Field(None, description="tokenizer.json (or its folder); default: the built-in one")
+    tokenizer: Path | None = Field(
+        None, description="tokenizer.json, its folder, or the name of a built-in tokenizer folder under tokenizers/ "
+                          "(e.g. text-corpus); default: the modality's built-in one")
     augment: bool = Field(False, description="augment each sequence when it is drawn (modality-specific)")
     max_chars: int | None = Field(
         None, ge=1, description="records longer than this many characters are skipped and counted before parsing; "
@@ -96,7 +98,9 @@ class Modality:
     def load_tokenizer(self) -> Tokenizer:
         """The configured tokenizer, else the built-in one for this configuration."""
         if self.config.tokenizer is not None:
-            return load_tokenizer(self.config.tokenizer)
+            named = builtin_dir("tokenizers") / self.config.tokenizer
+            given = self.config.tokenizer
+            return load_tokenizer(named if not given.exists() and not given.is_absolute() and named.is_dir() else given)
         path = builtin_dir("tokenizers") / self.tokenizer_name / "tokenizer.json"
         if not path.is_file() and not self.learned_vocabulary:
             return self.build_tokenizer(())
