@@ -31,6 +31,7 @@ import tarfile
 import time
 from dataclasses import dataclass, field
 from pathlib import Path
+from typing import Callable
 
 PM = [sys.executable, "-m", "polymask"]
 RECIPE = "text-mlm-corpus"
@@ -145,10 +146,10 @@ class Unit:
 
 
 def benchmark_command(benchmark: str, models: list[Path], tasks: list[str], lr: str, out: Path, data: Path,
-                      references: bool, max_len: str) -> list[str]:
+                      references: bool, max_len: str, extra: list[str]) -> list[str]:
     checkpoints = [arg for model in models for arg in ("--checkpoint", str(model))]
     return [*PM, "benchmark", benchmark, *checkpoints, "--tasks", *tasks, "--lr", lr, "--max-len", max_len,
-            "--data-dir", str(data / "glue"), "--out", str(out), *FINETUNE, *FINETUNE_EXTRA,
+            "--data-dir", str(data / "glue"), "--out", str(out), *FINETUNE, *extra,
             *([] if references else ["--no-references"])]
 
 
@@ -169,7 +170,8 @@ def chosen_rates(work: Path, model: str) -> dict[str, str]:
     return rates
 
 
-def run_units(units: list[Unit], max_workers: int, deadline: float, on_done) -> None:
+def run_units(units: list[Unit], max_workers: int, deadline: float, on_done: Callable[[Unit], list[Unit]],
+              logs: Path) -> None:
     """Start workers unit by unit (priority order, dependencies first) until the deadline; a unit is done
     when one of its workers exits 0 (every cell of its folder is then finished)."""
     by_name = {unit.name: unit for unit in units}
@@ -192,7 +194,7 @@ def run_units(units: list[Unit], max_workers: int, deadline: float, on_done) -> 
         for unit in units:
             ready = all(by_name[name].done for name in unit.after if name in by_name)
             while not unit.done and ready and active < max_workers and len(unit.running) < unit.workers:
-                unit.running.append(launch(unit.command, WORK_LOGS / f"bench-{unit.name}.log"))
+                unit.running.append(launch(unit.command, logs / f"bench-{unit.name}.log"))
                 active += 1
         time.sleep(3)
     for unit in units:
@@ -202,12 +204,7 @@ def run_units(units: list[Unit], max_workers: int, deadline: float, on_done) -> 
             log(f"unit {unit.name} unfinished at the deadline")
 
 
-WORK_LOGS = Path("/tmp")
-FINETUNE_EXTRA: list[str] = []
-
-
 def main() -> None:
-    global WORK_LOGS
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--data", type=Path, required=True)
     parser.add_argument("--work", type=Path, required=True)
@@ -230,8 +227,7 @@ def main() -> None:
             with tarfile.open(args.out / f"model-{name}.tar", "w") as tar:
                 tar.add(work / "models" / name, arcname=name)
         return
-    WORK_LOGS = work / "logs"
-    FINETUNE_EXTRA.extend(shlex.split(args.finetune_set))
+    extra = shlex.split(args.finetune_set)
     end = START + args.budget - 40  # leave time to pack the results
     (work / "corpus").mkdir(parents=True, exist_ok=True)
     corpus = work / "corpus" / "text-corpus" / "corpus.txt"
@@ -248,9 +244,9 @@ def main() -> None:
     main_model = models.get("text-corpus-mlm15")
     others = [models[name] for name in models if name != "text-corpus-mlm15"]
     units = [Unit(f"glue-lr{lr}", benchmark_command("glue", [main_model], GLUE_TASKS, lr, work / "bench" / f"glue-lr{lr}",
-                                                     data, True, "128"), 5) for lr in LEARNING_RATES]
+                                                     data, True, "128", extra), 5) for lr in LEARNING_RATES]
     units += [Unit(f"squad-lr{lr}", benchmark_command("squad", [main_model], ["v1"], lr, work / "bench" / f"squad-lr{lr}",
-                                                      data, True, "256"), 2) for lr in LEARNING_RATES]
+                                                      data, True, "256", extra), 2) for lr in LEARNING_RATES]
 
     def on_done(unit: Unit) -> list[Unit]:
         glue_units = [u for u in units if u.name.startswith("glue-lr")]
@@ -264,11 +260,11 @@ def main() -> None:
         for lr in sorted(set(rates.values())):
             tasks = [task for task in GLUE_TASKS if rates.get(task) == lr]
             added.append(Unit(f"glue-rows-lr{lr}", benchmark_command("glue", others, tasks, lr, work / "bench" /
-                                                                      f"glue-rows-lr{lr}", data, False, "128"), 8))
+                                                                      f"glue-rows-lr{lr}", data, False, "128", extra), 8))
         return added
 
     if main_model is not None:
-        run_units(units, args.workers, end, on_done)
+        run_units(units, args.workers, end, on_done, work / "logs")
     commands = "\n".join(" ".join(unit.command) for unit in units)
     (work / "bench").mkdir(exist_ok=True)
     (work / "bench" / "commands.txt").write_text(commands + "\n")

@@ -23,6 +23,30 @@ def test_the_recipe_fills_what_the_command_line_leaves_out_and_yields_to_it():
     assert config(benchmark="moleculenet").lr == FinetuneConfig().lr  # no recipe: the defaults
 
 
+def test_a_recipe_learning_rate_per_task_reaches_that_task_and_yields_to_an_explicit_lr():
+    recipe = benchmark_recipe("glue")
+    chosen = config(benchmark="glue")
+    assert chosen.for_task("sst2").lr == recipe["task_lr"]["sst2"] != recipe["lr"]
+    assert chosen.for_task("cola").lr == recipe["lr"] and chosen.for_task("cola") is chosen
+    assert config("--lr", "5e-5", benchmark="glue").for_task("sst2").lr == 5e-5
+    assert config("--set", "task_lr.cola=2e-5", benchmark="glue").for_task("cola").lr == 2e-5
+
+
+def test_each_benchmark_cell_fine_tunes_at_its_task_s_learning_rate(monkeypatch, tmp_path):
+    from types import SimpleNamespace
+
+    import polymask.tasks.benchmark.systems as systems
+
+    used = {}
+    kind = SimpleNamespace(finetune=lambda task, encoder, tokenizer, modality, settings, *rest: used.update(
+        {task.spec.name: settings.lr}) or {})
+    monkeypatch.setattr(systems, "KINDS", {"binary": kind})
+    run = systems._finetuned(lambda seed: None, None, None, config(benchmark="glue"), tmp_path, lambda folder: None)
+    for name in ("sst2", "cola"):
+        run(SimpleNamespace(spec=SimpleNamespace(name=name, key=f"glue/{name}", kind="binary")), 0, tmp_path, None)
+    assert used == {"sst2": 1e-4, "cola": 3e-4}
+
+
 def test_an_unknown_setting_in_a_recipe_names_the_file(tmp_path, monkeypatch):
     import polymask.tasks.finetune.recipe as recipe
 

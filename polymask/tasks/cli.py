@@ -58,6 +58,8 @@ def finetune_config(args: argparse.Namespace, benchmark: str | None = None) -> F
                         ("max_len", "max_len"), ("augment", "augment")):
         if getattr(args, flag) is not None:
             raw[field] = getattr(args, flag)
+    if args.lr is not None:
+        raw.pop("task_lr", None)  # an explicit learning rate holds for every task
     if args.freeze:
         raw["freeze_encoder"] = True
     if args.no_save_models:

@@ -78,11 +78,12 @@ def _finetuned(encoder_factory: Callable[[int], Encoder | HFEncoder], tokenizer:
     require(config.report_to, "report_to")  # a missing package fails before any cell runs
 
     def run(task: Any, seed: int, model_dir: Path, tracked: TrackedRun) -> dict[str, Any]:
-        reporter = open_reporter(config.report_to, tracked, {"task": task.spec.key, "seed": seed,
-                                                             "checkpoint": str(source),
-                                                             "finetune": config.model_dump(mode="json")})
+        settings = config.for_task(task.spec.name)
+        reporter = open_reporter(settings.report_to, tracked, {"task": task.spec.key, "seed": seed,
+                                                               "checkpoint": str(source),
+                                                               "finetune": settings.model_dump(mode="json")})
         try:
-            return KINDS[task.spec.kind].finetune(task, encoder_factory(seed), tokenizer, modality, config,
+            return KINDS[task.spec.kind].finetune(task, encoder_factory(seed), tokenizer, modality, settings,
                                                   seed, save_target(model_dir), reporter)
         finally:
             reporter.close()

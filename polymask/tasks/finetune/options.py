@@ -22,6 +22,9 @@ class FinetuneConfig(StrictModel):
     """Fine-tuning hyper-parameters (the same for every checkpoint in a benchmark)."""
 
     lr: float = Field(2e-4, gt=0, description="peak learning rate")
+    task_lr: dict[str, float] = Field(
+        default_factory=dict, description="peak learning rate per task name, over lr (a benchmark recipe's choice on "
+                                          "validation, e.g. {sst2: 1.0e-4}); an explicit --lr clears it")
     epochs: int = Field(20, ge=1, description="maximum epochs")
     patience: int = Field(5, ge=1, description="stop after this many epochs without validation improvement")
     batch_size: int = Field(32, ge=1, description="examples per batch")
@@ -50,3 +53,9 @@ class FinetuneConfig(StrictModel):
         default_factory=list, description="experiment trackers that get each fine-tuning cell's per-epoch train loss "
                                           "and validation metrics (tensorboard, wandb), one run per system/task/seed "
                                           "in the benchmark's folder; each an extra: pip install 'polymask[wandb]'")
+
+    def for_task(self, name: str) -> "FinetuneConfig":
+        """These settings with ``task_lr``'s learning rate for task ``name`` (validated), else unchanged."""
+        if name not in self.task_lr:
+            return self
+        return FinetuneConfig.model_validate({**self.model_dump(), "lr": self.task_lr[name]})
