@@ -206,7 +206,11 @@ def pretraining(runs: Path) -> str:
 
 def glue(bench: Path, out: Path) -> str:
     """Write OUT/glue/; returns a summary line."""
-    units = {name: load_unit(bench / name) for lr in LEARNING_RATES for name in (f"glue-lr{lr}", f"glue-rows-lr{lr}")}
+    units = {f"glue-lr{lr}": load_unit(bench / f"glue-lr{lr}") for lr in LEARNING_RATES}
+    for lr in LEARNING_RATES:  # the other rows' folders: glue-rows-lr<rate>, and any glue-rows-lr<rate>-<part>
+        folders = sorted(bench.glob(f"glue-rows-lr{lr}")) + sorted(bench.glob(f"glue-rows-lr{lr}-*"))
+        loaded = [load_unit(folder)[0] for folder in folders]
+        units[f"glue-rows-lr{lr}"] = (combine([(r, r["task_order"]) for r in loaded], []), {})
     keys = [f"glue/{task}" for task in GLUE_TASKS]
     valid = {lr: aggregate(units[f"glue-lr{lr}"][0], "valid") for lr in LEARNING_RATES}
     chosen_file = bench / "chosen_lr.json"
@@ -220,7 +224,7 @@ def glue(bench: Path, out: Path) -> str:
     settings = {**settings, "learning rate": f"chosen per task on the validation split, where {MAIN}'s mean validation "
                 f"score is best among {', '.join(LEARNING_RATES)} (lr-search.md); every row of a task is fine-tuned at "
                 f"its rate: {json.dumps(rates)}", "cells": "read from the cell files of "
-                + ", ".join(name for name in units if (bench / name).is_dir()) + "; none run by this report"}
+                + ", ".join(sorted(p.name for p in bench.glob("glue-*lr*") if p.is_dir())) + "; none run by this report"}
     if "fine-tuning" in settings:
         settings["fine-tuning"] = {**settings["fine-tuning"], "lr": "per task (learning rate)"}
     rows = write_tables(out / "glue", "GLUE: text encoders pretrained on the text corpus (issue 38)", results, settings)

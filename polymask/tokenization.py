@@ -65,6 +65,17 @@ def add_special_token_processing(tokenizer: Tokenizer) -> Tokenizer:
     return tokenizer
 
 
+def with_mask_taking_its_space(tokenizer: Tokenizer) -> Tokenizer:
+    """For a byte-level BPE, a copy whose [MASK] absorbs the space before it (as RoBERTa's <mask> does): "is
+    [MASK]." then masks the word " Paris" the model learnt to predict, not a lone space before an empty slot.
+    Other tokenizers (SMILES, DNA: no spaces inside a record) come back unchanged."""
+    if type(tokenizer.pre_tokenizer).__name__ != "ByteLevel":
+        return tokenizer
+    copy = Tokenizer.from_str(tokenizer.to_str())
+    copy.add_special_tokens([AddedToken("[MASK]", special=True, lstrip=True)])
+    return copy
+
+
 def to_hf(tokenizer: Tokenizer) -> "PreTrainedTokenizerFast":
     """Wrap as a ``transformers.PreTrainedTokenizerFast`` with the special tokens declared."""
     from transformers import PreTrainedTokenizerFast

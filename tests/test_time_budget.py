@@ -35,6 +35,13 @@ def test_a_time_budget_is_spent_whole_and_its_schedule_completes(tmp_path, make_
     assert lrs[-1] < 0.2e-3  # decayed to near min_lr_ratio * lr (0.1e-3), not stuck at the peak of a 100,000-step plan
 
 
+def test_under_a_time_budget_the_progress_bar_counts_its_seconds(tmp_path, make_config, capsys):
+    """Not max_steps: a 100,000-step ceiling would make the bar's estimate read hours for a 2-second run."""
+    train(make_config("smiles", tmp_path / "run", max_steps=100_000, max_time=2, progress=True))
+    final = capsys.readouterr().err.replace("\r", "\n").strip().splitlines()[-1]
+    assert "2.0/2.0 [" in final and "step=" in final and "100000" not in final, final
+
+
 def test_a_resumed_time_budget_counts_the_time_already_spent(tmp_path, make_config):
     first = train(make_config("smiles", tmp_path / "run", max_steps=100_000, max_time=3))
     resumed = train(make_config("smiles", tmp_path / "run", max_steps=100_000, max_time=4), resume=tmp_path / "run")

@@ -115,6 +115,20 @@ def test_a_built_in_tokenizer_is_named_by_its_folder(tmp_path, monkeypatch):
     assert MODALITIES.get("text")(TextConfig(tokenizer="text-corpus")).load_tokenizer().get_vocab_size() == 8192
 
 
+def test_an_exported_text_mask_takes_the_space_before_it():
+    """fill-mask writes "is [MASK]."; the model was trained to predict " Paris" (space included) there, so the
+    exported byte-level tokenizer lets [MASK] absorb that space instead of leaving a lone space token."""
+    from polymask.tokenization import load_tokenizer, to_hf, with_mask_taking_its_space
+
+    tokenizer = load_tokenizer(builtin_dir("tokenizers") / "text-corpus")
+    exported = to_hf(with_mask_taking_its_space(tokenizer))
+    expected = [tokenizer.token_to_id(t) for t in ("[CLS]", "The", "\u0120capital", "\u0120is", "[MASK]", ".", "[SEP]")]
+    assert exported("The capital is [MASK].")["input_ids"] == expected
+    assert tokenizer.encode("The capital is [MASK].").ids != expected  # the tokenizer itself is left as it was
+    smiles = load_tokenizer(builtin_dir("tokenizers") / "smiles")
+    assert with_mask_taking_its_space(smiles) is smiles
+
+
 def test_text_is_unicode_normalised():
     modality = MODALITIES.get("text")()
     assert modality.normalize("Cafe\u0301") == "Caf\u00e9"

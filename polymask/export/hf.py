@@ -32,7 +32,7 @@ from polymask.export.model_card import CardFacts, card_facts, model_card
 from polymask.export.samples import sample_batch
 from polymask.model.encoder import Encoder
 from polymask.objectives import Objective
-from polymask.tokenization import SpecialIds, save_tokenizer
+from polymask.tokenization import SpecialIds, save_tokenizer, with_mask_taking_its_space
 from polymask.transformers_quiet import quiet_transformers
 from polymask.weights_io import save_weights
 
@@ -146,7 +146,7 @@ def write_export(out: Path, encoder: Encoder, tokenizer: Tokenizer, max_len: int
     plan.notes[:0] = notes
     with staged_folder(out) as tmp:
         _write_model(tmp, plan)
-        save_tokenizer(tokenizer, tmp, model_max_length=max_len)
+        save_tokenizer(with_mask_taking_its_space(tokenizer), tmp, model_max_length=max_len)
         difference = check_export(tmp, plan, encoder, batch)
         if difference is not None and difference > TOLERANCE:
             raise CheckpointError(f"the exported model differs from polymask's encoder by {difference:.2e} "

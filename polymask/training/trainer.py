@@ -377,8 +377,11 @@ class Trainer:
         self.resources.sample(start_step, self.state.train_time)
         last_eval: dict[str, Any] = {}
         nonfinite_streak, stopped = 0, False
-        bar = progress_bar(total=config.max_steps, initial=self.state.step, disable=not (config.progress and self.dist.is_main),
-                           unit="step", desc=f"{self.modality.name}/{self.config.objective.name}")
+        timed = bool(config.max_time)  # a time budget: the bar counts its seconds, not the steps it will never reach
+        bar = progress_bar(total=config.max_time if timed else config.max_steps,
+                           initial=round(self._train_seconds(), 1) if timed else self.state.step,
+                           disable=not (config.progress and self.dist.is_main), unit="s" if timed else "step",
+                           desc=f"{self.modality.name}/{self.config.objective.name}")
         try:
             while self.state.step < config.max_steps:
                 if config.stop_after_steps and self.state.step - start_step >= config.stop_after_steps:
@@ -391,8 +394,8 @@ class Trainer:
                     break
                 loss = self.step(train_seconds).loss
                 rate = self.state.tokens / max(self.state.train_time, 1e-9)
-                bar.update(1)
-                bar.set_postfix(loss=f"{loss:.3f}", tok_s=f"{rate:,.0f}")
+                bar.update(round(self.state.train_time, 1) - bar.n if timed else 1)
+                bar.set_postfix(step=self.state.step, loss=f"{loss:.3f}", tok_s=f"{rate:,.0f}")
                 nonfinite_streak = 0 if math.isfinite(loss) else nonfinite_streak + 1
                 if nonfinite_streak:
                     self._skip_step(nonfinite_streak)
