@@ -1,0 +1,73 @@
+"""STS-B from frozen encoders: is a fine-tuning gap in the representation or in the fine-tuning? (issue 38)
+
+Each sentence is encoded alone and mean-pooled; the dev Pearson correlation of (a) the two sentences' cosine and
+(b) a ridge regression on [|a - b|, a * b] fitted on the training pairs, per checkpoint:
+
+    python benchmarks/stsb_probe.py --glue /data/glue --checkpoint text-en-mlm-32m runs/text-gpu/models/text-corpus-maelm
+"""
+from __future__ import annotations
+
+import argparse
+import csv
+import gzip
+from pathlib import Path
+
+import numpy as np
+import torch
+from scipy.stats import pearsonr
+from sklearn.linear_model import RidgeCV
+
+import polymask
+from polymask.builtin_models import checkpoint_path
+from polymask.tokenization import SpecialIds
+
+
+def pairs(glue: Path, part: str) -> tuple[list[str], list[str], np.ndarray]:
+    """STS-B's sentence pairs and scores of ``part`` (train or dev; the file may be gzipped)."""
+    path = next(p for p in (glue / "STS-B" / f"{part}.tsv", glue / "STS-B" / f"{part}.tsv.gz") if p.is_file())
+    with (gzip.open(path, "rt") if path.suffix == ".gz" else open(path)) as handle:
+        rows = list(csv.reader(handle, delimiter="\t", quoting=csv.QUOTE_NONE))
+    first, second, score = (rows[0].index(name) for name in ("sentence1", "sentence2", "score"))
+    return [r[first] for r in rows[1:]], [r[second] for r in rows[1:]], np.array([float(r[score]) for r in rows[1:]])
+
+
+def mean_pooled(checkpoint, texts: list[str]) -> np.ndarray:
+    encoder, tokenizer = checkpoint.build_encoder().eval(), checkpoint.tokenizer
+    pad, vectors = SpecialIds.of(tokenizer).pad, []
+    with torch.no_grad():
+        for start in range(0, len(texts), 128):
+            encodings = tokenizer.encode_batch(texts[start:start + 128])
+            width = max(len(e.ids) for e in encodings)
+            ids = torch.tensor([e.ids + [pad] * (width - len(e.ids)) for e in encodings])
+            real = ids != pad
+            hidden = encoder(ids, attention_mask=real)
+            vectors.append(((hidden * real[..., None]).sum(1) / real.sum(1, keepdim=True)).numpy())
+    return np.concatenate(vectors)
+
+
+def probe(checkpoint, train: tuple, dev: tuple) -> tuple[float, float]:
+    """(dev Pearson of the cosine, dev Pearson of the ridge probe)."""
+    features = []
+    for first, second, _ in (train, dev):
+        a, b = mean_pooled(checkpoint, first), mean_pooled(checkpoint, second)
+        cosine = (a * b).sum(1) / np.linalg.norm(a, axis=1) / np.linalg.norm(b, axis=1)
+        features.append((np.hstack([np.abs(a - b), a * b]), cosine))
+    ridge = RidgeCV(alphas=[0.1, 1, 10, 100]).fit(features[0][0], train[2])
+    return pearsonr(features[1][1], dev[2])[0], pearsonr(ridge.predict(features[1][0]), dev[2])[0]
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser.add_argument("--glue", type=Path, required=True, help="GLUE folder holding STS-B/")
+    parser.add_argument("--checkpoint", nargs="+", required=True, type=checkpoint_path)
+    args = parser.parse_args()
+    torch.set_num_threads(1)
+    train, dev = pairs(args.glue, "train"), pairs(args.glue, "dev")
+    print("| checkpoint | cosine, dev Pearson | ridge on [abs(a-b), a*b], dev Pearson |\n|---|---:|---:|")
+    for path in args.checkpoint:
+        cosine, ridge = probe(polymask.load_checkpoint(path), train, dev)
+        print(f"| {path.name} | {cosine:.3f} | {ridge:.3f} |")
+
+
+if __name__ == "__main__":
+    main()
