@@ -1,6 +1,6 @@
 """STS-B from frozen encoders: is a fine-tuning gap in the representation or in the fine-tuning? (issue 38)
 
-Each sentence is encoded alone and mean-pooled; the dev Pearson correlation of (a) the two sentences' cosine and
+Each sentence is encoded alone and mean-pooled (``embed``, as `polymask embed` does); the dev Pearson correlation of (a) the two sentences' cosine and
 (b) a ridge regression on [|a - b|, a * b] fitted on the training pairs, per checkpoint:
 
     python benchmarks/stsb_probe.py --glue /data/glue --checkpoint text-en-mlm-32m runs/text-gpu/models/text-corpus-maelm
@@ -19,7 +19,6 @@ from sklearn.linear_model import RidgeCV
 
 import polymask
 from polymask.builtin_models import checkpoint_path
-from polymask.tokenization import SpecialIds
 
 
 def pairs(glue: Path, part: str) -> tuple[list[str], list[str], np.ndarray]:
@@ -31,25 +30,11 @@ def pairs(glue: Path, part: str) -> tuple[list[str], list[str], np.ndarray]:
     return [r[first] for r in rows[1:]], [r[second] for r in rows[1:]], np.array([float(r[score]) for r in rows[1:]])
 
 
-def mean_pooled(checkpoint, texts: list[str]) -> np.ndarray:
-    encoder, tokenizer = checkpoint.build_encoder().eval(), checkpoint.tokenizer
-    pad, vectors = SpecialIds.of(tokenizer).pad, []
-    with torch.no_grad():
-        for start in range(0, len(texts), 128):
-            encodings = tokenizer.encode_batch(texts[start:start + 128])
-            width = max(len(e.ids) for e in encodings)
-            ids = torch.tensor([e.ids + [pad] * (width - len(e.ids)) for e in encodings])
-            real = ids != pad
-            hidden = encoder(ids, attention_mask=real)
-            vectors.append(((hidden * real[..., None]).sum(1) / real.sum(1, keepdim=True)).numpy())
-    return np.concatenate(vectors)
-
-
 def probe(checkpoint, train: tuple, dev: tuple) -> tuple[float, float]:
     """(dev Pearson of the cosine, dev Pearson of the ridge probe)."""
     features = []
     for first, second, _ in (train, dev):
-        a, b = mean_pooled(checkpoint, first), mean_pooled(checkpoint, second)
+        a, b = checkpoint.embed(first, pool="mean"), checkpoint.embed(second, pool="mean")
         cosine = (a * b).sum(1) / np.linalg.norm(a, axis=1) / np.linalg.norm(b, axis=1)
         features.append((np.hstack([np.abs(a - b), a * b]), cosine))
     ridge = RidgeCV(alphas=[0.1, 1, 10, 100]).fit(features[0][0], train[2])
