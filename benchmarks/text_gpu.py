@@ -135,12 +135,12 @@ def slim_models(runs: dict[str, Path], work: Path) -> dict[str, Path]:
 
 @dataclass
 class Unit:
-    """One benchmark folder and the command every worker on it runs; ``after``: units that must finish first."""
+    """One benchmark folder and the command every worker on it runs (units that depend on others are added by
+    ``run_units``' ``on_done`` once those finish)."""
 
     name: str
     command: list[str]
     workers: int
-    after: list[str] = field(default_factory=list)
     running: list[subprocess.Popen] = field(default_factory=list)
     done: bool = False
 
@@ -172,9 +172,8 @@ def chosen_rates(work: Path, model: str) -> dict[str, str]:
 
 def run_units(units: list[Unit], max_workers: int, deadline: float, on_done: Callable[[Unit], list[Unit]],
               logs: Path) -> None:
-    """Start workers unit by unit (priority order, dependencies first) until the deadline; a unit is done
-    when one of its workers exits 0 (every cell of its folder is then finished)."""
-    by_name = {unit.name: unit for unit in units}
+    """Start workers unit by unit (priority order) until the deadline; a unit is done when one of its workers exits
+    0 (every cell of its folder is then finished), and ``on_done(unit)`` may then add units."""
     while time.time() < deadline:
         for unit in units:
             for process in list(unit.running):
@@ -183,17 +182,14 @@ def run_units(units: list[Unit], max_workers: int, deadline: float, on_done: Cal
                     if process.returncode == 0 and not unit.done:
                         unit.done = True
                         log(f"unit {unit.name} done")
-                        for added in on_done(unit):
-                            units.append(added)
-                            by_name[added.name] = added
+                        units.extend(on_done(unit))
                     elif process.returncode != 0:
                         log(f"unit {unit.name}: a worker exited {process.returncode}")
         if all(unit.done for unit in units):
             return
         active = sum(len(unit.running) for unit in units)
         for unit in units:
-            ready = all(by_name[name].done for name in unit.after if name in by_name)
-            while not unit.done and ready and active < max_workers and len(unit.running) < unit.workers:
+            while not unit.done and active < max_workers and len(unit.running) < unit.workers:
                 unit.running.append(launch(unit.command, logs / f"bench-{unit.name}.log"))
                 active += 1
         time.sleep(3)
