@@ -21,6 +21,7 @@ from __future__ import annotations
 import argparse
 import json
 import lzma
+import math
 import os
 import shlex
 import shutil
@@ -31,10 +32,13 @@ import tarfile
 import time
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Callable
+from typing import Any, Callable
+
+from polymask.tasks.benchmark.runner import aggregate
 
 PM = [sys.executable, "-m", "polymask"]
 RECIPE = "text-mlm-corpus"
+MAIN = "text-corpus-mlm15 (mlm)"  # the row whose validation scores choose each task's learning rate
 PRETRAIN_RUNS = {"mlm15": [], "mlm30": ["objective.mask_ratio=0.3"],
                  "maelm": ["objective.name=maelm"], "exlm": ["objective.name=exlm"]}
 GLUE_TASKS = ["sst2", "cola", "stsb", "mrpc", "rte", "wnli"]
@@ -153,21 +157,20 @@ def benchmark_command(benchmark: str, models: list[Path], tasks: list[str], lr: 
             *([] if references else ["--no-references"])]
 
 
-def chosen_rates(work: Path, model: str) -> dict[str, str]:
-    """GLUE task -> the learning rate under which ``model``'s row has the best mean validation score."""
-    scores: dict[tuple[str, str], list[float]] = {}
-    for lr in LEARNING_RATES:
-        for cell_file in (work / "bench" / f"glue-lr{lr}" / "cells").glob("*/*/seed-*.json"):
-            cell = json.loads(cell_file.read_text())
-            if cell["system"].split(" (")[0] == model:
-                value = cell["valid"].get(cell["metric"])
-                scores.setdefault((cell["task"].split("/")[-1], lr), []).append(-1e9 if value is None else value)
-    rates = {}
-    for task in GLUE_TASKS:
-        means = {lr: sum(v) / len(v) for (t, lr), v in scores.items() if t == task and v}
-        if means:
-            rates[task] = max(means, key=means.get)
-    return rates
+def best_rate(valid: dict[str, list[dict[str, Any]]], system: str, task: str) -> str | None:
+    """Of ``{rate: aggregate(results, "valid")}``, the rate where ``system``'s mean validation score on ``task`` is
+    best (None: no score)."""
+    means = {lr: (r[f"{r['metric']}_mean"], r["higher_is_better"]) for lr, rows in valid.items() for r in rows
+             if r["system"] == system and r["task"] == task and not math.isnan(r[f"{r['metric']}_mean"])}
+    return max(means, key=lambda lr: means[lr][0] if means[lr][1] else -means[lr][0]) if means else None
+
+
+def chosen_rates(bench: Path, system: str) -> dict[str, str]:
+    """GLUE task -> the learning rate of the ``glue-lr<rate>`` folders under which ``system`` is best on validation."""
+    valid = {lr: aggregate({"cells": [json.loads(path.read_text())
+                                      for path in (bench / f"glue-lr{lr}").glob("cells/*/*/seed-*.json")]}, "valid")
+             for lr in LEARNING_RATES}
+    return {task: lr for task in GLUE_TASKS if (lr := best_rate(valid, system, f"glue/{task}"))}
 
 
 def run_units(units: list[Unit], max_workers: int, deadline: float, on_done: Callable[[Unit], list[Unit]],
@@ -248,7 +251,7 @@ def main() -> None:
         glue_units = [u for u in units if u.name.startswith("glue-lr")]
         if not unit.name.startswith("glue-lr") or not all(u.done for u in glue_units) or not others:
             return []
-        rates = chosen_rates(work, "text-corpus-mlm15")
+        rates = chosen_rates(work / "bench", MAIN)
         log(f"learning rate per task on validation: {rates}")
         (work / "bench").mkdir(exist_ok=True)
         (work / "bench" / "chosen_lr.json").write_text(json.dumps(rates, indent=1))

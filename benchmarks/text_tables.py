@@ -19,7 +19,7 @@ import math
 from pathlib import Path
 from typing import Any
 
-from text_gpu import GLUE_TASKS, LEARNING_RATES
+from text_gpu import GLUE_TASKS, LEARNING_RATES, MAIN, best_rate, chosen_rates
 from welch_table import welch_table
 
 import numpy as np
@@ -30,7 +30,6 @@ from polymask.tasks.benchmark.report import ARROW, _cell, write_report
 from polymask.tasks.benchmark.runner import aggregate
 from polymask.tasks.metrics.significance import welch_verdict
 
-MAIN = "text-corpus-mlm15 (mlm)"
 SEARCHED = [MAIN, BASELINE]  # the rows run at every learning rate
 SQUAD = "squad/v1"
 # BERT-Mini (4 layers, hidden 256), GLUE test-server scores (0-100): Turc et al. 2019, "Well-Read Students Learn
@@ -94,13 +93,6 @@ def write_tables(out: Path, title: str, results: dict[str, Any], settings: dict[
         sections += ["", "## Unfinished rows", "", "Scores over fewer seeds (cells a deadline left unrun):", ""] + short
     write_report(out, title, rows, results, settings, aggregate(results, "valid"), sections)
     return rows
-
-
-def best_lr(valid: dict[str, list[dict[str, Any]]], task: str) -> str | None:
-    """The learning rate where the main row's mean validation score on ``task`` is best (None: no score)."""
-    means = {lr: (r[f"{r['metric']}_mean"], r["higher_is_better"]) for lr, rows in valid.items() for r in rows
-             if r["system"] == MAIN and r["task"] == task and not math.isnan(r[f"{r['metric']}_mean"])}
-    return max(means, key=lambda lr: means[lr][0] if means[lr][1] else -means[lr][0]) if means else None
 
 
 def lr_search(valid: dict[str, list[dict[str, Any]]], tasks: list[str], chosen: dict[str, str]) -> str:
@@ -215,8 +207,7 @@ def glue(bench: Path, out: Path) -> str:
     valid = {lr: aggregate(units[f"glue-lr{lr}"][0], "valid") for lr in LEARNING_RATES}
     chosen_file = bench / "chosen_lr.json"
     # chosen_lr.json is absent when the GLUE units did not both finish: then the same rule on their finished cells
-    rates = json.loads(chosen_file.read_text()) if chosen_file.is_file() else {
-        task: lr for task in GLUE_TASKS if (lr := best_lr(valid, f"glue/{task}"))}
+    rates = json.loads(chosen_file.read_text()) if chosen_file.is_file() else chosen_rates(bench, MAIN)
     parts = [(units[f"{unit}{rates[task]}"][0], [f"glue/{task}"])
              for task in rates for unit in ("glue-lr", "glue-rows-lr")]
     results = combine(parts, [key for key in keys if key.split("/")[1] in rates])
@@ -249,7 +240,7 @@ def squad(bench: Path, out: Path) -> str:
     """Write OUT/squad/; returns a summary line."""
     units = {lr: load_unit(bench / f"squad-lr{lr}") for lr in LEARNING_RATES}
     valid = {lr: aggregate(results, "valid") for lr, (results, _) in units.items()}
-    lr = best_lr(valid, SQUAD)
+    lr = best_rate(valid, MAIN, SQUAD)
     if lr is None:
         return "SQuAD: no validation score of the main row; nothing written"
     results, settings = units[lr]

@@ -98,9 +98,9 @@ class Modality:
     def load_tokenizer(self) -> Tokenizer:
         """The configured tokenizer, else the built-in one for this configuration."""
         if self.config.tokenizer is not None:
-            named = builtin_dir("tokenizers") / self.config.tokenizer
-            given = self.config.tokenizer
-            return load_tokenizer(named if not given.exists() and not given.is_absolute() and named.is_dir() else given)
+            given, named = self.config.tokenizer, builtin_dir("tokenizers") / self.config.tokenizer
+            use_name = not given.exists() and not given.is_absolute() and named.is_dir()  # a path that exists wins
+            return load_tokenizer(named if use_name else given)
         path = builtin_dir("tokenizers") / self.tokenizer_name / "tokenizer.json"
         if not path.is_file() and not self.learned_vocabulary:
             return self.build_tokenizer(())
