@@ -1,7 +1,8 @@
 """STS-B from frozen encoders: is a fine-tuning gap in the representation or in the fine-tuning? (issue 38)
 
-Each sentence is encoded alone and mean-pooled (``embed``, as `polymask embed` does); the dev Pearson correlation of (a) the two sentences' cosine and
-(b) a ridge regression on [|a - b|, a * b] fitted on the training pairs, per checkpoint:
+Each sentence is encoded alone and mean-pooled (``embed``, as `polymask embed` does); the dev Pearson correlation of (a) the two sentences' cosine,
+(b) a ridge regression on [|a - b|, a * b] fitted on the training pairs and (c) a ridge regression on the pair encoded
+jointly, as fine-tuning encodes it ([CLS] a [SEP] b [SEP], mean-pooled), per checkpoint:
 
     python benchmarks/stsb_probe.py --glue /data/glue --checkpoint text-en-mlm-32m runs/text-gpu/models/text-corpus-maelm
 """
@@ -19,6 +20,7 @@ from sklearn.linear_model import RidgeCV
 
 import polymask
 from polymask.builtin_models import checkpoint_path
+from polymask.inference.model import PretrainedEncoder
 
 
 def pairs(glue: Path, part: str) -> tuple[list[str], list[str], np.ndarray]:
@@ -30,15 +32,19 @@ def pairs(glue: Path, part: str) -> tuple[list[str], list[str], np.ndarray]:
     return [r[first] for r in rows[1:]], [r[second] for r in rows[1:]], np.array([float(r[score]) for r in rows[1:]])
 
 
-def probe(checkpoint, train: tuple, dev: tuple) -> tuple[float, float]:
-    """(dev Pearson of the cosine, dev Pearson of the ridge probe)."""
+def probe(checkpoint, train: tuple, dev: tuple) -> tuple[float, float, float]:
+    """Dev Pearson of (the cosine, the ridge probe on the two sentences, the ridge probe on the joint pair)."""
+    single, joint = PretrainedEncoder(checkpoint), PretrainedEncoder(checkpoint)
+    joint.input_columns = ["sentence1", "sentence2"]
     features = []
     for first, second, _ in (train, dev):
-        a, b = checkpoint.embed(first, pool="mean"), checkpoint.embed(second, pool="mean")
+        a, b = single.embed(first), single.embed(second)
         cosine = (a * b).sum(1) / np.linalg.norm(a, axis=1) / np.linalg.norm(b, axis=1)
-        features.append((np.hstack([np.abs(a - b), a * b]), cosine))
-    ridge = RidgeCV(alphas=[0.1, 1, 10, 100]).fit(features[0][0], train[2])
-    return pearsonr(features[1][1], dev[2])[0], pearsonr(ridge.predict(features[1][0]), dev[2])[0]
+        features.append((np.hstack([np.abs(a - b), a * b]), joint.embed(list(zip(first, second))), cosine))
+    separate = RidgeCV(alphas=[0.1, 1, 10, 100]).fit(features[0][0], train[2])
+    together = RidgeCV(alphas=[0.1, 1, 10, 100]).fit(features[0][1], train[2])
+    return (pearsonr(features[1][2], dev[2])[0], pearsonr(separate.predict(features[1][0]), dev[2])[0],
+            pearsonr(together.predict(features[1][1]), dev[2])[0])
 
 
 def main() -> None:
@@ -48,10 +54,11 @@ def main() -> None:
     args = parser.parse_args()
     torch.set_num_threads(1)
     train, dev = pairs(args.glue, "train"), pairs(args.glue, "dev")
-    print("| checkpoint | cosine, dev Pearson | ridge on [abs(a-b), a*b], dev Pearson |\n|---|---:|---:|")
+    print("| checkpoint | cosine, dev Pearson | ridge on [abs(a-b), a*b], dev Pearson | ridge on the joint pair, dev Pearson |\n"
+          "|---|---:|---:|---:|")
     for path in args.checkpoint:
-        cosine, ridge = probe(polymask.load_checkpoint(path), train, dev)
-        print(f"| {path.name} | {cosine:.3f} | {ridge:.3f} |")
+        cosine, separate, joint = probe(polymask.load_checkpoint(path), train, dev)
+        print(f"| {path.name} | {cosine:.3f} | {separate:.3f} | {joint:.3f} |")
 
 
 if __name__ == "__main__":
