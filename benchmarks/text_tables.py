@@ -41,21 +41,27 @@ BERT_MINI = {"cola": ("mcc", 0.0), "sst2": ("accuracy", 85.9), "mrpc": ("f1", 81
 
 def load_unit(folder: Path) -> tuple[dict[str, Any], dict[str, Any]]:
     """(results in ``run_cells``' form, settings) of one benchmark folder, its cells read from the cell files;
-    descriptions, task details and settings come from its results.json when it has one (empty when absent).
+    descriptions, task details and settings come from its ``results*.json`` (a folder that more than one invocation
+    filled, e.g. on a GPU and then on a CPU, keeps each one's as ``results.<where>.json``; their systems and tokens
+    are joined, settings come from ``results.json``; empty when there is none).
     ``wall_time_s`` is 0: the report states the wall time of cells run in its invocation, and this one runs none."""
+    reports = [json.loads(path.read_text()) for path in sorted(folder.glob("results*.json"))]
     saved = json.loads((folder / "results.json").read_text()) if (folder / "results.json").is_file() else {}
     cells = sorted((json.loads(path.read_text()) for path in folder.glob("cells/*/*/seed-*.json")),
                    key=lambda cell: cell["seed"])
     for cell in cells:  # an undefined score (null) as NaN, as aggregate reads it (welch_table needs numbers)
         cell["valid"], cell["test"] = ({k: number(v) for k, v in cell[part].items()} for part in ("valid", "test"))
-    systems = dict(saved.get("systems", {}))
+    systems = {name: text for report in reports for name, text in report.get("systems", {}).items()}
     for cell in cells:
         systems.setdefault(cell["system"], f"(no description: {folder.name} has no results.json)")
-    tasks = list(dict.fromkeys(saved.get("task_order", []) + [cell["task"] for cell in cells]))
-    results = {"cells": cells, "missing": saved.get("missing", {}), "tasks": saved.get("tasks", {}),
+    tasks = list(dict.fromkeys([task for report in reports for task in report.get("task_order", [])] +
+                               [cell["task"] for cell in cells]))
+    tokens = {name: count for report in reports for name, count in report.get("pretraining_tokens", {}).items()}
+    results = {"cells": cells, "missing": saved.get("missing", {}),
+               "tasks": {name: task for report in reports for name, task in report.get("tasks", {}).items()},
                "wall_time_s": 0.0, "systems": systems, "seeds": sorted({*saved.get("seeds", []),
                                                                         *(cell["seed"] for cell in cells)}),
-               "pretraining_tokens": saved.get("pretraining_tokens", {}), "task_order": tasks}
+               "pretraining_tokens": tokens, "task_order": tasks}
     return results, saved.get("settings", {})
 
 
