@@ -118,8 +118,10 @@ def file_kind(path: Path) -> str:
     return suffixes[-1] if suffixes else ""
 
 
-def pick_column(available: Sequence[str], wanted: str | None, defaults: Sequence[str], source: str) -> str:
-    """The column to read: the one asked for, else the first default present (case-insensitive)."""
+def pick_column(available: Sequence[str], wanted: str | None, defaults: Sequence[str], source: str,
+                option: str = "--column") -> str:
+    """The column to read: the one asked for, else the first default present (case-insensitive); the error for
+    none present tells to name one with ``option``."""
     if wanted is not None:
         if wanted not in available:
             raise DataError(f"{source}: no column '{wanted}'; columns are {list(available)}")
@@ -129,7 +131,7 @@ def pick_column(available: Sequence[str], wanted: str | None, defaults: Sequence
         if candidate.lower() in lowered:
             return lowered[candidate.lower()]
     raise DataError(f"{source}: none of the columns {list(available)} is one of {list(defaults)}; "
-                    f"name one with --column")
+                    f"name one with {option}")
 
 
 def _read_lines(path: Path, column: str | None, defaults: Sequence[str]) -> Iterator[Record]:

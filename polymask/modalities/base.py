@@ -48,6 +48,9 @@ class Modality:
     #: False when the vocabulary is fixed by the modality (k-mers, residues): with no built-in
     #: tokenizer file, ``build_tokenizer(())`` makes one without a corpus.
     learned_vocabulary: ClassVar[bool] = True
+    #: How ``polymask finetune --data`` splits a table of these records by default: "scaffold" (Bemis-Murcko
+    #: groups of molecules, so that test molecules have scaffolds training never saw) or "random".
+    default_split: ClassVar[Literal["scaffold", "random"]] = "random"
 
     def __init__(self, config: ModalityConfig | None = None) -> None:
         self.config = config if config is not None else self.Config(name=self.name)

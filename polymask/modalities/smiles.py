@@ -65,6 +65,7 @@ class Smiles(Modality):
     overflow = "skip"
     default_corpus = ("smiles/nci_first_5k.smi.gz", "smiles/wehi_mols.smi.gz")
     default_columns = ("smiles", "SMILES", "canonical_smiles", "mol")
+    default_split = "scaffold"
     config: SmilesConfig
 
     def normalize(self, text: str) -> str:

@@ -8,7 +8,8 @@ from typing import Any
 from polymask.builtin_models import checkpoint_path
 from polymask.errors import ConfigError
 from polymask.registry import did_you_mean
-from polymask.tasks.finetune.options import FinetuneConfig
+from polymask.tasks.data.spec import OWN_DATA_SPLITS, TABLE_KINDS
+from polymask.tasks.finetune.options import FinetuneConfig, finetune_settings
 
 
 def add_finetune_options(parser: argparse.ArgumentParser, out_default: str) -> None:
@@ -45,10 +46,7 @@ def add_finetune_options(parser: argparse.ArgumentParser, out_default: str) -> N
 
 def finetune_config(args: argparse.Namespace, benchmark: str | None = None) -> FinetuneConfig:
     """The fine-tuning settings: the command line's, over ``benchmark``'s recipe, over the defaults."""
-    from pydantic import ValidationError
-
     from polymask.config import apply_override
-    from polymask.schema import validation_messages
     from polymask.tasks.finetune.recipe import benchmark_recipe
 
     raw: dict[str, Any] = benchmark_recipe(benchmark) if benchmark else {}
@@ -66,30 +64,42 @@ def finetune_config(args: argparse.Namespace, benchmark: str | None = None) -> F
         raw["save_model"] = False
     for assignment in args.set or []:
         apply_override(raw, assignment)
-    try:
-        return FinetuneConfig.model_validate(raw)
-    except ValidationError as exc:
-        raise ConfigError("invalid fine-tuning option: " + "; ".join(validation_messages(exc, FinetuneConfig))) from None
+    return finetune_settings(raw)
 
 
-def _settings(config: FinetuneConfig, args: argparse.Namespace) -> dict[str, Any]:
-    caps = {name: getattr(config, name) for name in ("epochs", "max_train_examples", "max_valid_examples",
-                                                     "max_test_examples", "max_len")}
-    return {"caps": ", ".join(f"{name} = {value}" for name, value in caps.items()), "fine-tuning": config.model_dump(),
-            "data dir": str(args.data_dir) if args.data_dir else "built-in"}
+def _data_location(args: argparse.Namespace) -> str:
+    return str(args.data_dir) if args.data_dir else "built-in"
+
+
+def _check_table_options(args: argparse.Namespace) -> None:
+    """--target with --data only (and needed there); --input-column, --kind and --split with --data only."""
+    if args.data and not args.target:
+        raise ConfigError(f"--data {args.data} needs --target: the column(s) to predict")
+    given = [flag for flag, value in (("--target", args.target), ("--input-column", args.input_column),
+                                      ("--kind", args.kind), ("--split", args.split)) if value]
+    if args.task and given:
+        raise ConfigError(f"{', '.join(given)}: for a table given with --data; a --task spec declares its own "
+                          f"columns, kind and split")
 
 
 def cmd_finetune(args: argparse.Namespace) -> int:
-    from polymask.tasks.benchmark.runner import run_benchmark, slug
+    from polymask.tasks.benchmark.own_data import default_out, own_data_task
+    from polymask.tasks.benchmark.runner import report_settings, run_benchmark
     from polymask.tasks.benchmark.systems import pretrained_systems
     from polymask.tasks.data.spec import load_task_spec
 
-    spec = load_task_spec(args.task)
-    config = finetune_config(args, spec.benchmark)
-    out = args.out or Path("runs") / f"finetune-{slug(spec.key)}"
-    report = run_benchmark(pretrained_systems([args.checkpoint], config, [args.task]), [args.task], args.seeds, out,
-                           f"Fine-tuning on {spec.key}", args.data_dir, _settings(config, args), not args.quiet,
-                           missing_ok=False)
+    _check_table_options(args)
+    if args.data:
+        config = finetune_config(args)
+        system, spec = own_data_task(args.data, args.target, args.checkpoint, config, args.input_column, args.kind,
+                                     args.split)
+        systems, data = [system], str(args.data)
+    else:
+        spec = load_task_spec(args.task)
+        config = finetune_config(args, spec.benchmark)
+        systems, data = pretrained_systems([args.checkpoint], config, [spec]), _data_location(args)
+    report = run_benchmark(systems, [spec], args.seeds, args.out or default_out(spec), f"Fine-tuning on {spec.key}",
+                           args.data_dir, report_settings(config, data), not args.quiet, missing_ok=False)
     print(report.read_text())
     return 0
 
@@ -116,7 +126,7 @@ def _benchmark_tasks(benchmark: str, names: list[str] | None) -> list[str]:
 
 
 def cmd_benchmark(args: argparse.Namespace) -> int:
-    from polymask.tasks.benchmark.runner import run_benchmark
+    from polymask.tasks.benchmark.runner import report_settings, run_benchmark
     from polymask.tasks.benchmark.systems import pretrained_systems, reference_systems
 
     tasks = _benchmark_tasks(args.benchmark, args.tasks)
@@ -126,7 +136,7 @@ def cmd_benchmark(args: argparse.Namespace) -> int:
         systems += reference_systems(args.benchmark, systems[0].modality, config.max_train_examples)
     out = args.out or Path("runs") / f"benchmark-{args.benchmark}"
     report = run_benchmark(systems, tasks, list(range(args.seeds)), out, f"{args.benchmark} benchmark",
-                           args.data_dir, _settings(config, args), not args.quiet)
+                           args.data_dir, report_settings(config, _data_location(args)), not args.quiet)
     print(report.read_text())
     return 0
 
@@ -155,8 +165,24 @@ def cmd_task_corpus(args: argparse.Namespace) -> int:
 
 
 def add_commands(sub: argparse._SubParsersAction) -> None:
-    finetune = sub.add_parser("finetune", help="fine-tune a pretrained encoder on one task")
-    finetune.add_argument("--task", required=True, help="task key, e.g. moleculenet/bbbp (see tasks/)")
+    finetune = sub.add_parser("finetune", help="fine-tune a pretrained encoder on one task or on your own table")
+    source = finetune.add_mutually_exclusive_group(required=True)
+    source.add_argument("--task", help="task key, e.g. moleculenet/bbbp (see tasks/), or a task YAML file "
+                                       "(default: none; give --task or --data)")
+    source.add_argument("--data", type=Path, metavar="FILE",
+                        help="your own table: .csv, .tsv, .jsonl or .parquet (optionally .gz), an input column and "
+                             "the --target columns; split 80/10/10 (default: none; give --task or --data)")
+    finetune.add_argument("--target", nargs="+", metavar="COLUMN", help="with --data: the column(s) to predict "
+                                                                         "(default: none; required with --data)")
+    finetune.add_argument("--input-column", metavar="COLUMN",
+                          help="with --data: the column of inputs (default: the checkpoint modality's usual names, "
+                               "e.g. smiles, SMILES, sequence, text)")
+    finetune.add_argument("--kind", choices=TABLE_KINDS,
+                          help="with --data: the task (default: inferred from the targets: 0/1 or two classes: binary, "
+                               "one task per column; other numbers: regression; more text classes: multiclass)")
+    finetune.add_argument("--split", choices=OWN_DATA_SPLITS,
+                          help="with --data: scaffold (Bemis-Murcko, DeepChem's) or random (default: scaffold for "
+                               "SMILES, random otherwise)")
     finetune.add_argument("--checkpoint", type=checkpoint_path, required=True,
                           help="run or checkpoint folder, a built-in model's name (polymask models), or a local "
                                "Hugging Face model folder (docs/export.md)")

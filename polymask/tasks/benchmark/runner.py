@@ -13,7 +13,7 @@ import json
 import re
 import time
 from pathlib import Path
-from typing import Any
+from typing import Any, Sequence
 
 import numpy as np
 
@@ -25,8 +25,9 @@ from polymask.runtime import inner_progress, progress_bar
 from polymask.tasks.benchmark.pretraining_report import pretraining_sections
 from polymask.tasks.benchmark.report import write_report
 from polymask.tasks.benchmark.systems import System
-from polymask.tasks.data.spec import TaskSpec, load_task_spec
+from polymask.tasks.data.spec import TaskSpec, as_task_spec
 from polymask.tasks.finetune.kinds import KINDS
+from polymask.tasks.finetune.options import FinetuneConfig
 from polymask.tasks.metrics.scoring import METRICS
 from polymask.tracking import TrackedRun
 
@@ -88,11 +89,12 @@ def _cell(system: System, task: Any, seed: int, out: Path, path: Path, wait: boo
     return cell
 
 
-def run_cells(systems: list[System], task_keys: list[str], seeds: list[int], out: Path,
+def run_cells(systems: list[System], tasks: Sequence[str | TaskSpec], seeds: list[int], out: Path,
               data_dir: Path | None = None, progress: bool = True, missing_ok: bool = True) -> dict[str, Any]:
-    """Run (or reuse) every cell; returns {"cells": [...], "missing": {task: reason}, "tasks": {...}}."""
+    """Run (or reuse) every cell of ``tasks`` (keys, or in-memory specs such as a user's own table's); returns
+    {"cells": [...], "missing": {task: reason}, "tasks": {...}}."""
     started = time.perf_counter()
-    specs = [load_task_spec(key) for key in task_keys]
+    specs = [as_task_spec(task) for task in tasks]
     loaded, missing = _load_tasks(specs, systems, data_dir, missing_ok)
     details: dict[str, Any] = {}
     todo = [(s, spec, seed) for spec in specs if spec.key not in missing for s in systems for seed in seeds]
@@ -144,15 +146,24 @@ def aggregate(results: dict[str, Any], part: str = "test") -> list[dict[str, Any
     return rows
 
 
-def run_benchmark(systems: list[System], task_keys: list[str], seeds: list[int], out: Path, title: str,
+def report_settings(config: FinetuneConfig, data: str) -> dict[str, Any]:
+    """What a fine-tuning report lists under its settings: the caps, every fine-tuning field, where the data is."""
+    caps = {name: getattr(config, name) for name in ("epochs", "max_train_examples", "max_valid_examples",
+                                                     "max_test_examples", "max_len")}
+    return {"caps": ", ".join(f"{name} = {value}" for name, value in caps.items()), "fine-tuning": config.model_dump(),
+            "data": data}
+
+
+def run_benchmark(systems: list[System], tasks: Sequence[str | TaskSpec], seeds: list[int], out: Path, title: str,
                   data_dir: Path | None = None, settings: dict[str, Any] | None = None,
                   progress: bool = True, missing_ok: bool = True) -> Path:
-    """Run every cell and write ``<out>/results.{md,csv,json}`` (+ ``results.png``); returns the .md path.
+    """Run every cell of ``tasks`` (keys or specs) and write ``<out>/results.{md,csv,json}`` (+ ``results.png``);
+    returns the .md path.
     With ``progress``, a bar counts cells and another, under it, the epochs and steps inside the cell.
     ``missing_ok``: a task whose files are found nowhere is listed as not run (else it fails)."""
     make_dir(out)
     with inner_progress(progress):
-        results = run_cells(systems, task_keys, seeds, out, data_dir, progress, missing_ok)
+        results = run_cells(systems, tasks, seeds, out, data_dir, progress, missing_ok)
     rows = aggregate(results)
     return write_report(out, title, rows, results, settings or {}, aggregate(results, "valid"),
                         pretraining_sections(rows, results, out))

@@ -18,7 +18,7 @@ import json
 import time
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any, Callable
+from typing import Any, Callable, Sequence
 
 import numpy as np
 import torch
@@ -33,9 +33,9 @@ from polymask.modalities.base import Modality
 from polymask.model.encoder import Encoder
 from polymask.registry import Registry
 from polymask.tasks.data.loading import TaskData, with_train_cap
-from polymask.tasks.data.spec import TaskSpec, load_task_spec
+from polymask.tasks.data.spec import TABLE_KINDS, TaskSpec, as_task_spec
 from polymask.tasks.finetune.hf_folder import HFEncoder, HFFolder, HFTokenizer, RawInputs, is_hf_folder, load_hf_folder
-from polymask.tasks.finetune.kinds import KINDS, TABLE_KINDS
+from polymask.tasks.finetune.kinds import KINDS
 from polymask.tasks.finetune.options import FinetuneConfig
 from polymask.tasks.metrics.scoring import score
 from polymask.tracking import TrackedRun, open_reporter, require
@@ -163,14 +163,14 @@ def _tasks_modality(specs: list[TaskSpec]) -> Modality:
     return MODALITIES.get(names[0])()
 
 
-def pretrained_systems(paths: list[Path], config: FinetuneConfig, task_keys: list[str],
+def pretrained_systems(paths: list[Path], config: FinetuneConfig, tasks: Sequence[str | TaskSpec],
                        untrained: bool = False) -> list[System]:
     """One row per ``--checkpoint`` path, in order: a polymask checkpoint, or a Hugging Face folder
     (``is_hf_folder``), whose records are read with the first checkpoint's modality (else the tasks' own, with
     its default settings) so that every row sees the same examples. With ``untrained`` also the "no pretraining"
     row: the first polymask checkpoint's architecture, else the first folder's, randomly initialised."""
     hf_paths = [path for path in paths if is_hf_folder(path)]
-    specs = [load_task_spec(key) for key in task_keys] if hf_paths else []
+    specs = [as_task_spec(task) for task in tasks] if hf_paths else []
     spans = [spec.key for spec in specs if spec.kind not in TABLE_KINDS]
     if spans:
         raise ConfigError(f"{hf_paths[0]}: a Hugging Face folder is fine-tuned on table tasks "

@@ -1,7 +1,7 @@
 """Reading a task's examples: find its files, validate inputs through the modality, split.
 
 Tables are delimited text files (with or without a header row, with or without CSV quoting),
-parquet files or ``datasets.Dataset`` objects. Invalid inputs (an unparsable SMILES, a non-IUPAC
+JSON-lines files, parquet files or ``datasets.Dataset`` objects. Invalid inputs (an unparsable SMILES, a non-IUPAC
 base) are skipped and reported with file, line and reason; the counts travel into every result table.
 """
 from __future__ import annotations
@@ -11,11 +11,11 @@ import dataclasses
 import os
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, Iterator, Mapping, Union
+from typing import Any, Iterator, Mapping, Sequence, Union
 
 import numpy as np
 
-from polymask.data.readers import check_readable, csv_rows, file_kind, open_text, parquet_table
+from polymask.data.readers import check_readable, csv_rows, file_kind, jsonl_objects, open_text, parquet_table
 from polymask.data.records import normalize_record
 from polymask.errors import DataError, InvalidRecord, TaskFileMissing
 from polymask.modalities.base import Modality
@@ -24,10 +24,12 @@ from polymask.tasks.data import splits
 from polymask.tasks.data.spec import TaskSpec
 
 DATA_DIR_ENV = "POLYMASK_DATA_DIR"
-TABLE_KINDS = (".csv", ".tsv", ".txt", ".parquet")
+TABLE_FILE_TYPES = (".csv", ".tsv", ".txt", ".jsonl", ".parquet")
 
-#: A task table: a file (delimited text or parquet) or an in-memory ``datasets.Dataset``.
+#: A task table: a file (delimited text, JSON lines or parquet) or an in-memory ``datasets.Dataset``.
 TableSource = Union[Path, Any]
+#: (line, fields) of a table row; an ``InvalidRecord`` in place of the fields when the line is no row (bad JSON).
+Row = tuple[int, Union[list[str], InvalidRecord]]
 
 
 @dataclass
@@ -100,21 +102,40 @@ def _label(value: str, spec: TaskSpec) -> float:
         raise InvalidRecord(f"label {value!r} is not a number") from None
 
 
-def _delimited_rows(path: Path, spec: TaskSpec) -> Iterator[tuple[int, list[str]]]:
-    """(line, fields) of each row of a delimited file; quote characters are plain text unless ``spec.quoting``."""
+def _delimited_rows(path: Path, delimiter: str, quoting: bool) -> Iterator[Row]:
+    """(line, fields) of each row of a delimited file; quote characters are plain text unless ``quoting``."""
     with open_text(path) as handle:
-        yield from csv_rows(handle, path, delimiter=spec.delimiter,
-                            quoting=csv.QUOTE_MINIMAL if spec.quoting else csv.QUOTE_NONE)
+        yield from csv_rows(handle, path, delimiter=delimiter, quoting=csv.QUOTE_MINIMAL if quoting else csv.QUOTE_NONE)
 
 
-def _column_rows(names: list[str], columns: list[list[Any]]) -> Iterator[tuple[int, list[str]]]:
-    """The header, then (row number, fields as text) of a column store; a null becomes an empty field."""
+def _field_text(value: Any) -> str:
+    """A stored value as a table field: a null becomes an empty field."""
+    return "" if value is None else str(value)
+
+
+def _column_rows(names: list[str], columns: list[list[Any]]) -> Iterator[Row]:
+    """The header, then (row number, fields as text) of a column store."""
     yield 0, names
     for number, values in enumerate(zip(*columns), start=1):
-        yield number, ["" if value is None else str(value) for value in values]
+        yield number, [_field_text(value) for value in values]
 
 
-def table_rows(source: TableSource) -> Iterator[tuple[int, list[str]]]:
+def _jsonl_rows(path: Path) -> Iterator[Row]:
+    """The keys of the first JSON object as the header, then (line, fields) of each line (a missing key: an empty
+    field); a line that is not a JSON object is an ``InvalidRecord``."""
+    objects = list(jsonl_objects(path))
+    header = next((list(item) for _, item, _ in objects if item is not None), None)
+    if header is None:
+        raise DataError(f"{path}: no line is a JSON object")
+    yield 0, header
+    for number, item, error in objects:
+        if item is None:
+            yield number, InvalidRecord(str(error))
+        else:
+            yield number, [_field_text(item.get(name)) for name in header]
+
+
+def _stored_rows(source: TableSource) -> Iterator[Row]:
     """Rows of a parquet file or a ``datasets.Dataset`` (first the column names)."""
     if isinstance(source, Path):
         table = parquet_table(source)
@@ -122,32 +143,47 @@ def table_rows(source: TableSource) -> Iterator[tuple[int, list[str]]]:
     return _column_rows(list(source.column_names), [source[name] for name in source.column_names])
 
 
-def read_table(source: TableSource, spec: TaskSpec, modality: Modality,
-               skipped: list[dict]) -> tuple[list[str], TaskSplit]:
-    """All valid examples of one task file (delimited text or parquet) or ``datasets.Dataset``."""
-    where = str(source) if isinstance(source, Path) else "datasets.Dataset"
-    if isinstance(source, Path) and file_kind(source) not in TABLE_KINDS:
-        raise DataError(f"{source}: unsupported task file type '{file_kind(source) or source.name}'; "
-                        f"supported: {', '.join(TABLE_KINDS)} (optionally .gz)")
-    delimited = isinstance(source, Path) and file_kind(source) != ".parquet"
-    rows = _delimited_rows(source, spec) if delimited else table_rows(source)
-    header = spec.column_names if delimited and spec.column_names else next(rows, (0, None))[1]
+def table_file_rows(source: TableSource, delimiter: str = ",", quoting: bool = True,
+                    column_names: list[str] | None = None) -> tuple[list[str], Iterator[Row]]:
+    """The header and the rows of a task table: delimited text (``column_names`` for a header-less file), JSON lines,
+    parquet, or a ``datasets.Dataset``; ``DataError`` naming the file for an unsupported type or an empty file."""
+    kind = file_kind(source) if isinstance(source, Path) else None
+    if kind is not None and kind not in TABLE_FILE_TYPES:
+        raise DataError(f"{source}: unsupported task file type '{kind or source.name}'; "
+                        f"supported: {', '.join(TABLE_FILE_TYPES)} (optionally .gz)")
+    delimited = kind not in (None, ".parquet", ".jsonl")
+    rows = (_delimited_rows(source, delimiter, quoting) if delimited else
+            _jsonl_rows(source) if kind == ".jsonl" else _stored_rows(source))
+    header = column_names if delimited and column_names else next(rows, (0, None))[1]
     if header is None:
         raise DataError(f"{source}: empty file")
-    header = [name.lstrip("\ufeff") for name in header]
-    missing = [c for c in spec.input_columns if c not in header]
+    return [name.lstrip("\ufeff") for name in header], rows
+
+
+def require_columns(source: TableSource, header: Sequence[str], names: Sequence[str]) -> None:
+    """``DataError`` naming the file when a column of ``names`` is not in its ``header``."""
+    missing = [name for name in names if name not in header]
+    if missing:
+        raise DataError(f"{source}: columns {missing} not found; the file has {list(header)}")
+
+
+def read_table(source: TableSource, spec: TaskSpec, modality: Modality,
+               skipped: list[dict]) -> tuple[list[str], TaskSplit]:
+    """All valid examples of one task file (delimited text, JSON lines or parquet) or ``datasets.Dataset``."""
+    where = str(source) if isinstance(source, Path) else "datasets.Dataset"
+    header, rows = table_file_rows(source, spec.delimiter, spec.quoting, spec.column_names)
     if spec.label_columns == "rest":
         label_names = [c for c in header if c not in spec.input_columns and c not in spec.ignore_columns]
     else:
         label_names = list(spec.label_columns)
-        missing += [c for c in label_names if c not in header]
-    if missing:
-        raise DataError(f"{source}: columns {missing} not found; the file has {header}")
+    require_columns(source, header, [*spec.input_columns, *label_names])
     input_at = [header.index(c) for c in spec.input_columns]
     label_at = [header.index(c) for c in label_names]
     inputs, labels = [], []
     for line, row in rows:
         try:
+            if isinstance(row, InvalidRecord):
+                raise row
             if len(row) != len(header):
                 raise InvalidRecord(f"{len(row)} fields, the header has {len(header)}")
             values = [_label(row[i], spec) for i in label_at]

@@ -6,7 +6,7 @@ A spec declares the data (files, columns), what is predicted (kind, labels), how
 from __future__ import annotations
 
 from pathlib import Path
-from typing import Literal
+from typing import Literal, get_args
 
 import yaml
 from pydantic import Field, ValidationError, model_validator
@@ -19,7 +19,15 @@ from polymask.schema import StrictModel
 #: A benchmark's fine-tuning recipe, beside its task specs.
 RECIPE_FILE = "recipe.yaml"
 
-TaskKind = Literal["binary", "multiclass", "regression", "span"]
+#: Kinds of table tasks (one loader, one fine-tuning loop): binary (one or more 0/1 targets), multiclass, regression.
+TableKind = Literal["binary", "multiclass", "regression"]
+TaskKind = Literal[TableKind, "span"]
+TABLE_KINDS: tuple[str, ...] = get_args(TableKind)
+#: The benchmark name of a task built from a user's own table (``polymask finetune --data``).
+OWN_DATA = "own-data"
+#: How a user's own table is split (80/10/10): by Bemis-Murcko scaffold (molecules) or at random.
+OwnDataSplit = Literal["scaffold", "random"]
+OWN_DATA_SPLITS: tuple[str, ...] = get_args(OwnDataSplit)
 
 
 class SplitSpec(StrictModel):
@@ -102,6 +110,11 @@ def task_spec_path(key: str) -> Path:
         hint = f" did you mean {' or '.join(map(repr, same_name))}?" if same_name else did_you_mean(key, known)
         raise ConfigError(f"unknown task '{key}';{hint} built-in tasks: {', '.join(known)}")
     return candidate
+
+
+def as_task_spec(task: str | TaskSpec) -> TaskSpec:
+    """A task given by key or path (loaded), or an in-memory spec (as it is)."""
+    return task if isinstance(task, TaskSpec) else load_task_spec(task)
 
 
 def load_task_spec(key: str) -> TaskSpec:

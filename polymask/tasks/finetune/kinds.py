@@ -16,7 +16,7 @@ from polymask.checkpoints.finetuned import SaveTarget
 from polymask.modalities.base import Modality
 from polymask.model.encoder import Encoder
 from polymask.tasks.data.loading import load_task
-from polymask.tasks.data.spec import TaskSpec
+from polymask.tasks.data.spec import TABLE_KINDS, TaskSpec
 from polymask.tasks.data.squad import load_squad
 from polymask.tasks.finetune.options import FinetuneConfig
 from polymask.tasks.finetune.spans import finetune_span
@@ -34,9 +34,6 @@ class KindRunner:
     finetune: Callable[[Any, Encoder, Tokenizer, Modality, FinetuneConfig, int, SaveTarget | None, Reporter],
                        dict[str, Any]]
 
-
-#: The kinds of table tasks: one loader, one fine-tuning loop (``finetune``).
-TABLE_KINDS = ("binary", "multiclass", "regression")
 
 KINDS: dict[str, KindRunner] = {
     **{kind: KindRunner(load_task, finetune) for kind in TABLE_KINDS},

@@ -2,11 +2,12 @@
 importing torch."""
 from __future__ import annotations
 
-from typing import Literal
+from typing import Any, Literal
 
-from pydantic import Field
+from pydantic import Field, ValidationError
 
-from polymask.schema import StrictModel
+from polymask.errors import ConfigError
+from polymask.schema import StrictModel, validation_messages
 from polymask.tracking import Backend
 
 
@@ -59,3 +60,11 @@ class FinetuneConfig(StrictModel):
         if name not in self.task_lr:
             return self
         return FinetuneConfig.model_validate({**self.model_dump(), "lr": self.task_lr[name]})
+
+
+def finetune_settings(raw: dict[str, Any]) -> FinetuneConfig:
+    """``raw`` as fine-tuning settings; a ``ConfigError`` naming every wrong field."""
+    try:
+        return FinetuneConfig.model_validate(raw)
+    except ValidationError as exc:
+        raise ConfigError("invalid fine-tuning option: " + "; ".join(validation_messages(exc, FinetuneConfig))) from None

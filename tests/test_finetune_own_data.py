@@ -1,0 +1,199 @@
+"""A chemist's own table in one command: ``polymask finetune --data FILE --target COLUMN``, then ``polymask predict``.
+
+The tables hold real molecules: rows of the MoleculeNet files that ship in tasks/moleculenet/data/ (ESOL, BBBP,
+ClinTox), written out as a user would have them (CSV, TSV, JSON lines, parquet).
+"""
+import csv
+import gzip
+import json
+from pathlib import Path
+
+import pandas as pd
+import pytest
+from conftest import one_line_error
+
+import polymask
+from polymask.cli import main
+from polymask.errors import ConfigError
+from polymask.modalities import MODALITIES
+from polymask.resources import builtin_dir
+from polymask.tasks.data.loading import load_task
+from polymask.tasks.data.own_table import own_task_spec, target_kind
+
+ESOL_TARGET = "measured log solubility in mols per litre"
+#: Tiny caps: one epoch of a 2x64 encoder on ~50 molecules runs in a second or two.
+QUICK = ["--epochs", "1", "--max-len", "64", "--batch-size", "16", "--quiet"]
+
+
+def moleculenet_rows(file: str, columns: list[str], count: int, skip: int = 0) -> list[list[str]]:
+    """``count`` rows (after the first ``skip``) of a shipped MoleculeNet file, with ``columns`` in that order."""
+    with gzip.open(builtin_dir("tasks") / "moleculenet" / "data" / f"{file}.csv.gz", "rt", newline="") as handle:
+        rows = list(csv.DictReader(handle))[skip:skip + count]
+    return [[row[name].strip() for name in columns] for row in rows]
+
+
+def write_csv(path: Path, header: list[str], rows: list[list[str]], delimiter: str = ",") -> Path:
+    with open(path, "w", newline="") as handle:
+        writer = csv.writer(handle, delimiter=delimiter)
+        writer.writerow(header)
+        writer.writerows(rows)
+    return path
+
+
+@pytest.fixture(scope="module")
+def esol_csv(tmp_path_factory) -> Path:
+    """60 ESOL molecules and their measured solubility, with the column names a chemist might use."""
+    rows = moleculenet_rows("delaney-processed", ["smiles", ESOL_TARGET], 60)
+    return write_csv(tmp_path_factory.mktemp("own") / "solubility.csv", ["smiles", "logS"], rows)
+
+
+@pytest.fixture(scope="module")
+def smiles() -> object:
+    return MODALITIES.get("smiles")()
+
+
+# --- the kind of task, read off the target values --------------------------------------------------------------
+
+@pytest.mark.parametrize("file, columns, kind, classes", [
+    ("delaney-processed", [ESOL_TARGET], "regression", None),
+    ("BBBP", ["p_np"], "binary", None),
+    ("clintox", ["FDA_APPROVED", "CT_TOX"], "binary", None),  # several 0/1 columns: one binary task each
+])
+def test_the_kind_is_inferred_from_real_targets(file, columns, kind, classes):
+    rows = moleculenet_rows(file, columns, 200)
+    values = {name: [row[i] for row in rows] for i, name in enumerate(columns)}
+    assert target_kind(values) == (kind, classes)
+
+
+@pytest.mark.parametrize("values, kind, expected", [
+    ({"y": ["active", "inactive", "active"]}, None, ("binary", ["active", "inactive"])),
+    ({"y": ["-1", "1", "1"]}, None, ("binary", ["-1", "1"])),
+    ({"y": ["low", "mid", "high"]}, None, ("multiclass", ["high", "low", "mid"])),
+    ({"y": ["0", "1", "", "nan", "1.0"]}, None, ("binary", None)),  # blanks and "nan" are missing labels
+    ({"y": ["2", "0", "1", "10"]}, "multiclass", ("multiclass", ["0", "1", "2", "10"])),
+    ({"y": ["0", "1"]}, "regression", ("regression", None)),
+])
+def test_text_classes_and_explicit_kinds(values, kind, expected):
+    assert target_kind(values, kind) == expected
+
+
+@pytest.mark.parametrize("values, kind, words", [
+    ({"y": ["0", "1", "2", "3", "4", "5"]}, "binary", "--kind binary needs two classes"),
+    ({"y": ["active", "inactive"]}, "regression", "--kind regression needs numbers"),
+    ({"y": ["0.5", "1.5", "2"]}, "multiclass", "class labels"),
+    ({"a": ["x", "y", "z"], "b": ["x", "y", "z"]}, None, "several targets need numbers"),
+    ({"a": ["x", "y", "z"], "b": ["x", "y", "z"]}, "multiclass", "predicts one column"),
+    ({"y": ["1", "1"]}, None, "one class only"),
+    ({"y": ["", "nan"]}, None, "hold no values"),
+])
+def test_an_impossible_kind_is_one_clear_error(values, kind, words):
+    with pytest.raises(ConfigError, match=words):
+        target_kind(values, kind)
+
+
+# --- the spec: the same loader, the same record guard, as a task file's --------------------------------------
+
+def test_a_smiles_table_gets_a_scaffold_split_and_its_bad_rows_counted(tmp_path, smiles):
+    rows = moleculenet_rows("delaney-processed", ["smiles", ESOL_TARGET], 60)
+    rows[5][0] = "C1CC"          # an unparsable SMILES
+    rows[9][1] = ""              # no target
+    rows[12] = rows[12] + ["x"]  # a field too many
+    path = write_csv(tmp_path / "solubility.csv", ["SMILES", "logS"], rows)
+    spec = own_task_spec(path, ["logS"], smiles)
+    assert (spec.input_columns, spec.kind, spec.metric, spec.split.method) == (["SMILES"], "regression", "rmse",
+                                                                              "scaffold")
+    task = load_task(spec, smiles)
+    assert len(task.train) + len(task.valid) + len(task.test) == 57
+    assert 44 <= len(task.train) <= 48 and len(task.test) >= 5
+    assert sorted((s["line"], s["reason"].split(":")[0]) for s in task.skipped)[1:] == [(11, "no label"),
+                                                                                     (14, "3 fields, the header has 2")]
+    assert task.skipped[0]["line"] == 7 and task.skipped[0]["source"] == str(path.resolve())
+
+
+@pytest.mark.parametrize("suffix", [".tsv", ".jsonl", ".parquet"])
+def test_tsv_jsonl_and_parquet_tables_read_as_the_csv(tmp_path, smiles, suffix):
+    rows = moleculenet_rows("clintox", ["smiles", "FDA_APPROVED", "CT_TOX"], 40)
+    csv_file = write_csv(tmp_path / "tox.csv", ["smiles", "approved", "toxic"], rows)
+    csv_spec = own_task_spec(csv_file, ["approved", "toxic"], smiles, split="random")
+    frame = pd.DataFrame(rows, columns=["smiles", "approved", "toxic"]).astype({"approved": int, "toxic": int})
+    path = tmp_path / f"tox{suffix}"
+    if suffix == ".tsv":
+        write_csv(path, list(frame.columns), rows, delimiter="\t")
+    elif suffix == ".jsonl":
+        frame.to_json(path, orient="records", lines=True)
+    else:
+        frame.to_parquet(path)
+    spec = own_task_spec(path, ["approved", "toxic"], smiles, split="random")
+    assert (spec.kind, spec.label_values, spec.metric) == ("binary", None, "roc_auc")
+    expected, got = load_task(csv_spec, smiles), load_task(spec, smiles)
+    assert got.train.inputs == expected.train.inputs and (got.test.labels == expected.test.labels).all()
+
+
+def test_a_bad_json_line_is_a_counted_row(tmp_path, smiles):
+    rows = moleculenet_rows("BBBP", ["smiles", "p_np"], 30)
+    lines = [json.dumps({"smiles": s, "bbb": int(y)}) for s, y in rows]
+    lines[3] = lines[3][:-1]  # cut short
+    path = tmp_path / "bbb.jsonl"
+    path.write_text("\n".join(lines) + "\n")
+    task = load_task(own_task_spec(path, ["bbb"], smiles, split="random"), smiles)
+    assert [(s["line"], s["reason"].split(" (")[0]) for s in task.skipped] == [(4, "not valid JSON")]
+
+
+# --- the command line and Python, end to end ------------------------------------------------------------------
+
+@pytest.mark.integration
+def test_finetune_on_my_csv_then_predict(esol_csv, tiny_smiles_run, tmp_path):
+    out = tmp_path / "ft"
+    assert main(["finetune", "--data", str(esol_csv), "--target", "logS", "--checkpoint", str(tiny_smiles_run),
+                 *QUICK, "--out", str(out)]) == 0
+    results = json.loads((out / "results.json").read_text())
+    cell = results["cells"][0]
+    assert (cell["task"], cell["split"], cell["n_train"] + cell["n_valid"] + cell["n_test"]) == \
+           ("own-data/solubility-logS", "scaffold", 60)
+    new = moleculenet_rows("delaney-processed", ["smiles"], 5, skip=100)  # molecules the model never saw
+    data = write_csv(tmp_path / "new.csv", ["smiles"], new)
+    assert main(["predict", "--model", str(out / cell["model_dir"]), "--data", str(data),
+                 "--out", str(tmp_path / "predicted.csv"), "--quiet"]) == 0
+    predicted = pd.read_csv(tmp_path / "predicted.csv")
+    assert predicted["predicted_logS"].notna().all() and len(predicted) == 5
+
+
+@pytest.mark.integration
+def test_polymask_finetune_from_python_gives_a_loadable_model(tiny_smiles_run, tmp_path):
+    rows = moleculenet_rows("clintox", ["smiles", "FDA_APPROVED", "CT_TOX"], 60)
+    path = write_csv(tmp_path / "tox.csv", ["smiles", "approved", "toxic"], rows)
+    folder = polymask.finetune(path, ["approved", "toxic"], tiny_smiles_run, out=tmp_path / "ft", epochs=1,
+                               max_len=64, batch_size=16)
+    model = polymask.load_model(folder)
+    predicted = model.predict([row[0] for row in moleculenet_rows("clintox", ["smiles"], 3, skip=200)])
+    assert list(predicted.columns[-3:]) == ["prob_approved", "prob_toxic", "reason"]
+    assert predicted[["prob_approved", "prob_toxic"]].apply(lambda p: p.between(0, 1)).all().all()
+
+
+@pytest.mark.integration
+def test_table_faults_end_in_one_line(esol_csv, tiny_smiles_run, tmp_path, capsys):
+    run = ["--checkpoint", str(tiny_smiles_run), *QUICK, "--out", str(tmp_path / "ft")]
+    one_line_error(capsys, main(["finetune", "--data", str(esol_csv), "--target", "logP", *run]), "solubility.csv",
+                   "['logP'] not found")
+    one_line_error(capsys, main(["finetune", "--data", str(tmp_path / "absent.csv"), "--target", "y", *run]),
+                   "absent.csv", "not found")
+    (tmp_path / "empty.csv").write_text("")
+    one_line_error(capsys, main(["finetune", "--data", str(tmp_path / "empty.csv"), "--target", "y", *run]),
+                   "empty.csv", "empty file")
+    one_line_error(capsys, main(["finetune", "--data", str(esol_csv), "--target", "logS", "--kind", "binary", *run]),
+                   "solubility.csv", "--kind binary needs two classes")
+    one_line_error(capsys, main(["finetune", "--data", str(esol_csv), "--input-column", "mol", "--target", "logS",
+                                 *run]), "no column 'mol'")
+    one_line_error(capsys, main(["finetune", "--data", str(esol_csv), *run]), "needs --target")
+    one_line_error(capsys, main(["finetune", "--task", "moleculenet/esol", "--target", "logS", *run]), "--target")
+
+
+@pytest.mark.parametrize("argv, words", [
+    (["--task", "moleculenet/esol", "--data", "my.csv"], "argument --data: not allowed with argument --task"),
+    ([], "one of the arguments --task --data is required"),
+])
+def test_task_and_data_are_mutually_exclusive(argv, words, capsys):
+    with pytest.raises(SystemExit) as stop:
+        main(["finetune", *argv, "--target", "y", "--checkpoint", "runs/x"])
+    assert stop.value.code == 2
+    assert capsys.readouterr().err.strip().splitlines()[-1].endswith(words)
