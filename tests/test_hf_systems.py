@@ -153,7 +153,7 @@ def edited_export(root: Path, folders: dict[str, Path]) -> Path:
 
 
 @pytest.mark.parametrize("make, message", [
-    (no_tokenizer, "no tokenizer (its vocabulary is special tokens only)"),
+    (no_tokenizer, "no tokenizer (tokenizer.json or tokenizer_config.json); save the model's tokenizer"),
     (few_positions, "max_len 64 is more than the 32 positions its config.json states"),
     (foreign_code, "its model needs its own code (AutoModel in config.json's auto_map)"),
     (edited_export, "a polymask export whose code (modeling_polymask.py) is not this polymask's"),

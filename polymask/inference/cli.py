@@ -8,7 +8,7 @@ from pathlib import Path
 from typing import Any, Callable
 
 from polymask.builtin_models import checkpoint_path
-from polymask.errors import DataError
+from polymask.errors import ConfigError, DataError
 
 PREDICT_FORMATS = (".csv", ".tsv", ".parquet")
 EMBED_FORMATS = (".npy", ".parquet")
@@ -75,11 +75,20 @@ def cmd_predict(args: argparse.Namespace) -> int:
     return 0
 
 
-def _embedder(folder: Path, device: str) -> Any:
+def _embedder(folder: Path, device: str, modality: str | None) -> Any:
     from polymask.checkpoints.finetuned import is_finetuned
     from polymask.checkpoints.pretrained import load_checkpoint
-    from polymask.inference.model import PretrainedEncoder, load_model
+    from polymask.inference.model import HFFolderEncoder, PretrainedEncoder, load_model
+    from polymask.modalities import MODALITIES
+    from polymask.tasks.finetune.hf_folder import is_hf_folder
 
+    if is_hf_folder(folder):
+        if modality is None:
+            raise ConfigError(f"{folder} is a Hugging Face folder: say which modality reads its records "
+                              f"(--modality {', '.join(MODALITIES.names())})")
+        return HFFolderEncoder(folder, MODALITIES.get(modality)(), device)
+    if modality is not None:
+        raise ConfigError(f"--modality is for a Hugging Face folder; {folder} reads records with its own modality")
     return load_model(folder, device) if is_finetuned(folder) else PretrainedEncoder(load_checkpoint(folder), device)
 
 
@@ -95,7 +104,7 @@ def cmd_embed(args: argparse.Namespace) -> int:
     from polymask.inference.columns import REASON
 
     _check_suffix(args.out, EMBED_FORMATS)
-    embedder = _embedder(args.checkpoint, args.device)
+    embedder = _embedder(args.checkpoint, args.device, args.modality)
     table = _input_table(args, embedder)
     encoded = embedder.encode_inputs(table.inputs, table.reasons)
     _require_a_usable_row(args.data, encoded.reasons)
@@ -173,12 +182,15 @@ def add_commands(sub: argparse._SubParsersAction) -> None:
                     "X.rows.csv giving, for every input row, its vector's index in X.npy (empty if rejected), why, "
                     "and the input's other columns (ids).")
     embed.add_argument("--checkpoint", type=checkpoint_path, required=True,
-                       help="pretraining run or checkpoint folder, a built-in model's name (polymask models), or a "
-                            "fine-tuned model folder")
+                       help="pretraining run or checkpoint folder, a built-in model's name (polymask models), a "
+                            "fine-tuned model folder, or a local Hugging Face model folder (with --modality)")
+    embed.add_argument("--modality",
+                       help="for a Hugging Face folder: the modality that checks and normalises its records (smiles, "
+                            "dna, text), handed to the folder's own tokenizer as plain text")
     embed.add_argument("--out", type=Path, required=True, help="X.npy (+ X.rows.csv) or X.parquet")
     embed.add_argument("--pool", choices=["cls", "mean"],
                        help="cls: the [CLS] state; mean: the mean over the record's tokens ([CLS] and [SEP] included, "
                             "padding excluded) (default: the fine-tuned model's own pooling; mean for a pretrained "
-                            "checkpoint)")
+                            "checkpoint or a Hugging Face folder)")
     _common(embed)
     embed.set_defaults(handler=cmd_embed)

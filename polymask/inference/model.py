@@ -1,5 +1,5 @@
-"""Trained encoders applied to new records: ``FinetunedModel`` (predictions and embeddings) and
-``PretrainedEncoder`` (embeddings), both reading records exactly as fine-tuning did.
+"""Trained encoders applied to new records: ``FinetunedModel`` (predictions and embeddings), ``PretrainedEncoder``
+and ``HFFolderEncoder`` (embeddings), all reading records exactly as fine-tuning did.
 
 Records are a list of strings (tuples of two for a sentence-pair task), a pandas Series, or a DataFrame
 holding the model's input columns. A record the modality rejects keeps its row: empty predictions, a
@@ -17,6 +17,7 @@ from pydantic import ValidationError
 from tokenizers import Tokenizer
 
 from polymask.checkpoints.finetuned import read_finetuned
+from polymask.checkpoints.hf_folder_check import check_hf_folder
 from polymask.checkpoints.pretrained import LoadedCheckpoint
 from polymask.checkpoints.pretrained import load_checkpoint as load_pretrained
 from polymask.data.model_inputs import Encoded, Inputs, as_inputs, encode_records, run_batched
@@ -28,6 +29,7 @@ from polymask.model.encoder import Encoder, EncoderConfig
 from polymask.model.heads import TASK_HEADS, Pooling, SequencePredictor
 from polymask.model.heads import pool as pool_states
 from polymask.runtime import resolve_device
+from polymask.tasks.finetune.hf_folder import HFEncoder, HFFolder, RawInputs, load_hf_folder
 from polymask.tokenization import SpecialIds
 
 if TYPE_CHECKING:
@@ -132,6 +134,24 @@ class PretrainedEncoder(AppliedEncoder):
         super().__init__(checkpoint.build_encoder(), checkpoint.tokenizer, modality, run.data.max_len, "mean",
                          [modality.default_columns[0]], device)
         self.folder = checkpoint.folder
+
+
+def hf_max_len(folder: HFFolder) -> int:
+    """The most tokens the folder's model takes: its tokenizer's ``model_max_length``, at most its positions."""
+    lengths = [folder.tokenizer.hf.model_max_length, getattr(folder.model.config, "max_position_embeddings", None)]
+    return min(length for length in lengths if isinstance(length, int))
+
+
+class HFFolderEncoder(AppliedEncoder):
+    """A local Hugging Face folder's model (its last hidden state) with its own tokenizer; records are checked and
+    normalised by ``modality`` and handed to that tokenizer as plain text, as fine-tuning hands them."""
+
+    def __init__(self, folder: Path, modality: Modality, device: str = "auto") -> None:
+        check_hf_folder(folder)
+        loaded = load_hf_folder(folder)
+        super().__init__(HFEncoder(loaded.model), loaded.tokenizer, RawInputs(modality), hf_max_len(loaded), "mean",
+                         [modality.default_columns[0]], device)
+        self.folder = Path(folder)
 
 
 class FinetunedModel(AppliedEncoder):

@@ -25,6 +25,7 @@ import torch
 from tokenizers import Tokenizer
 
 from polymask.checkpoints.finetuned import SaveTarget
+from polymask.checkpoints.hf_folder_check import check_hf_folder
 from polymask.checkpoints.pretrained import CHECKPOINT_NAME, MANIFEST, load_checkpoint
 from polymask.config import build_run_config
 from polymask.errors import ConfigError
@@ -170,6 +171,8 @@ def pretrained_systems(paths: list[Path], config: FinetuneConfig, tasks: Sequenc
     its default settings) so that every row sees the same examples. With ``untrained`` also the "no pretraining"
     row: the first polymask checkpoint's architecture, else the first folder's, randomly initialised."""
     hf_paths = [path for path in paths if is_hf_folder(path)]
+    for path in hf_paths:  # a folder transformers would refuse or misread fails in one line, before any loading
+        check_hf_folder(path)
     specs = [as_task_spec(task) for task in tasks] if hf_paths else []
     spans = [spec.key for spec in specs if spec.kind not in TABLE_KINDS]
     if spans:
