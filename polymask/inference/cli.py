@@ -186,7 +186,8 @@ def add_commands(sub: argparse._SubParsersAction) -> None:
                             "fine-tuned model folder, or a local Hugging Face model folder (with --modality)")
     embed.add_argument("--modality",
                        help="for a Hugging Face folder: the modality that checks and normalises its records (smiles, "
-                            "dna, text), handed to the folder's own tokenizer as plain text")
+                            "dna, text), handed to the folder's own tokenizer as plain text (default: none; a polymask "
+                            "checkpoint reads with its own)")
     embed.add_argument("--out", type=Path, required=True, help="X.npy (+ X.rows.csv) or X.parquet")
     embed.add_argument("--pool", choices=["cls", "mean"],
                        help="cls: the [CLS] state; mean: the mean over the record's tokens ([CLS] and [SEP] included, "
