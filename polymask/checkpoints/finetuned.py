@@ -102,9 +102,26 @@ def is_finetuned(folder: Path) -> bool:
     return (Path(folder) / FINETUNED_META).is_file()
 
 
-def read_finetuned(folder: Path) -> tuple[dict[str, Any], dict[str, torch.Tensor], Tokenizer]:
-    """(metadata, weights, tokenizer) of a fine-tuned model folder, verified against its manifest."""
+def resolve_finetuned(folder: Path) -> Path:
+    """``folder`` itself, or the one fine-tuned model a finetune or benchmark output folder holds
+    (``cells/<system>/<task>/seed-N/``); an output folder with several names them in the error."""
     folder = Path(folder)
+    if is_finetuned(folder) or not (folder / "cells").is_dir():
+        return folder
+    saved = sorted(path.parent for path in (folder / "cells").glob(f"*/*/seed-*/{FINETUNED_META}"))
+    if len(saved) == 1:
+        return saved[0]
+    if not saved:
+        raise CheckpointError(f"{folder} holds no fine-tuned model (was it run with --no-save-models?)")
+    shown = ", ".join(str(path.relative_to(folder)) for path in saved[:3])
+    raise CheckpointError(f"{folder} holds {len(saved)} fine-tuned models; name one: {shown}"
+                          f"{', ...' if len(saved) > 3 else ''} (all are listed in its results.md)")
+
+
+def read_finetuned(folder: Path) -> tuple[dict[str, Any], dict[str, torch.Tensor], Tokenizer]:
+    """(metadata, weights, tokenizer) of a fine-tuned model folder (or of the one model an output folder holds,
+    ``resolve_finetuned``), verified against its manifest."""
+    folder = resolve_finetuned(folder)
     if not is_finetuned(folder):
         if not folder.exists():
             raise CheckpointError(f"fine-tuned model not found: {folder}")

@@ -16,7 +16,7 @@ import torch
 from pydantic import ValidationError
 from tokenizers import Tokenizer
 
-from polymask.checkpoints.finetuned import read_finetuned
+from polymask.checkpoints.finetuned import read_finetuned, resolve_finetuned
 from polymask.checkpoints.hf_folder_check import check_hf_folder
 from polymask.checkpoints.pretrained import LoadedCheckpoint
 from polymask.checkpoints.pretrained import load_checkpoint as load_pretrained
@@ -158,8 +158,8 @@ class FinetunedModel(AppliedEncoder):
     """A fine-tuned model folder (``polymask finetune`` writes one per task and seed): ``predict`` and ``embed``."""
 
     def __init__(self, folder: Path, device: str = "auto") -> None:
-        meta, weights, tokenizer = read_finetuned(folder)
-        self.folder = Path(folder)
+        self.folder = resolve_finetuned(folder)
+        meta, weights, tokenizer = read_finetuned(self.folder)
         self.meta = meta
         self.task: dict[str, Any] = meta["task"]
         fill_legacy_defaults(meta["encoder"]["config"])
@@ -213,7 +213,8 @@ class FinetunedModel(AppliedEncoder):
 
 
 def load_model(path: str | Path, device: str = "auto") -> FinetunedModel:
-    """Open a fine-tuned model folder (``cells/<system>/<task>/seed-N/`` of a finetune or benchmark run).
+    """Open a fine-tuned model folder (``cells/<system>/<task>/seed-N/`` of a finetune or benchmark run), or the
+    output folder of a run that saved one model (``polymask finetune --data ... --out runs/logS``).
 
     >>> model = polymask.load_model("runs/finetune-moleculenet-esol/cells/demo-mlm/moleculenet-esol/seed-0")
     >>> model.predict(["CCO", "c1ccccc1"])      # DataFrame: predicted_<target> in original units, reason
