@@ -7,7 +7,10 @@ Public API::
     vectors = polymask.load_checkpoint("runs/smiles-mlm").embed(["CCO", "c1ccccc1"])
     model = polymask.load_model("runs/finetune-moleculenet-esol/cells/<system>/moleculenet-esol/seed-0")
     predictions = model.predict(["CCO", "c1ccccc1"])
-    model = polymask.load_model(polymask.finetune("my.csv", target="logS", checkpoint="smiles-mlm-1.7m"))
+    model = polymask.load_model(polymask.finetune("smiles-mlm-1.7m", data="my.csv", target="logS"))
+    model = polymask.load_model(polymask.finetune("smiles-mlm-1.7m", task="moleculenet/bbbp"))
+    table = polymask.benchmark("moleculenet", ["smiles-mlm-1.7m"], tasks=["esol", "bbbp"])
+    task = polymask.load_task("glue/rte")    # examples read and split as fine-tuning reads them
 
     @polymask.register_modality("protein")
     class Protein(polymask.Modality): ...
@@ -30,7 +33,7 @@ _EXPORTS = {
     "polymask.modalities": ("MODALITIES", "Modality", "ModalityConfig", "register_modality"),
     "polymask.objectives": ("OBJECTIVES", "Objective", "ObjectiveConfig", "register_objective"),
     "polymask.registry": ("Registry",),
-    "polymask.tasks.benchmark.own_data": ("finetune",),
+    "polymask.tasks.api": ("benchmark", "finetune", "load_task"),
     "polymask.training.trainer": ("train",),
 }
 _MODULE_OF = {name: module for module, names in _EXPORTS.items() for name in names}
@@ -59,5 +62,5 @@ if TYPE_CHECKING:
     from polymask.model import Encoder, EncoderConfig
     from polymask.objectives import OBJECTIVES, Objective, ObjectiveConfig, register_objective
     from polymask.registry import Registry
-    from polymask.tasks.benchmark.own_data import finetune
+    from polymask.tasks.api import benchmark, finetune, load_task
     from polymask.training.trainer import train

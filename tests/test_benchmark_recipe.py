@@ -3,15 +3,15 @@ import pytest
 
 from polymask.cli import build_parser
 from polymask.errors import ConfigError
-from polymask.tasks.cli import finetune_config
+from polymask.tasks.cli import given_settings
 from polymask.tasks.data.spec import task_names
 from polymask.tasks.finetune.options import FinetuneConfig
-from polymask.tasks.finetune.recipe import benchmark_recipe
+from polymask.tasks.finetune.recipe import benchmark_recipe, recipe_settings
 
 
 def config(*argv: str, benchmark: str | None = "dna") -> FinetuneConfig:
-    return finetune_config(build_parser().parse_args(["benchmark", "dna", "--checkpoint", "smiles-mlm-1.7m", *argv]),
-                           benchmark)
+    args = build_parser().parse_args(["benchmark", "dna", "--checkpoint", "smiles-mlm-1.7m", *argv])
+    return recipe_settings(benchmark, given_settings(args))
 
 
 def test_the_recipe_fills_what_the_command_line_leaves_out_and_yields_to_it():

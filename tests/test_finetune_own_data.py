@@ -162,7 +162,7 @@ def test_finetune_on_my_csv_then_predict(esol_csv, tiny_smiles_run, tmp_path):
 def test_polymask_finetune_from_python_gives_a_loadable_model(tiny_smiles_run, tmp_path):
     rows = moleculenet_rows("clintox", ["smiles", "FDA_APPROVED", "CT_TOX"], 60)
     path = write_csv(tmp_path / "tox.csv", ["smiles", "approved", "toxic"], rows)
-    folder = polymask.finetune(path, ["approved", "toxic"], tiny_smiles_run, out=tmp_path / "ft", epochs=1,
+    folder = polymask.finetune(tiny_smiles_run, data=path, target=["approved", "toxic"], out=tmp_path / "ft", epochs=1,
                                max_len=64, batch_size=16)
     model = polymask.load_model(folder)
     predicted = model.predict([row[0] for row in moleculenet_rows("clintox", ["smiles"], 3, skip=200)])

@@ -6,10 +6,8 @@ from pathlib import Path
 from typing import Any
 
 from polymask.builtin_models import checkpoint_path
-from polymask.errors import ConfigError
-from polymask.registry import did_you_mean
-from polymask.tasks.data.spec import OWN_DATA_SPLITS, TABLE_KINDS
-from polymask.tasks.finetune.options import FinetuneConfig, finetune_settings
+from polymask.tasks.data.spec import OWN_DATA_SPLITS, TABLE_KINDS, benchmark_tasks
+from polymask.tasks.finetune.options import FinetuneConfig
 
 
 def add_finetune_options(parser: argparse.ArgumentParser, out_default: str) -> None:
@@ -44,107 +42,47 @@ def add_finetune_options(parser: argparse.ArgumentParser, out_default: str) -> N
     parser.add_argument("--quiet", action="store_true", help="no progress bar")
 
 
-def finetune_config(args: argparse.Namespace, benchmark: str | None = None) -> FinetuneConfig:
-    """The fine-tuning settings: the command line's, over ``benchmark``'s recipe, over the defaults."""
+def given_settings(args: argparse.Namespace) -> dict[str, Any]:
+    """The fine-tuning fields the command line sets (``recipe_settings`` puts them over the recipe and defaults)."""
     from polymask.config import apply_override
-    from polymask.tasks.finetune.recipe import benchmark_recipe
 
-    raw: dict[str, Any] = benchmark_recipe(benchmark) if benchmark else {}
-    for flag, field in (("lr", "lr"), ("epochs", "epochs"), ("patience", "patience"), ("batch_size", "batch_size"),
-                        ("pooling", "pooling"), ("max_train_examples", "max_train_examples"),
-                        ("max_valid_examples", "max_valid_examples"), ("max_test_examples", "max_test_examples"),
-                        ("max_len", "max_len"), ("augment", "augment")):
+    raw: dict[str, Any] = {}
+    for flag in ("lr", "epochs", "patience", "batch_size", "pooling", "max_train_examples", "max_valid_examples",
+                 "max_test_examples", "max_len", "augment"):
         if getattr(args, flag) is not None:
-            raw[field] = getattr(args, flag)
-    if args.lr is not None:
-        raw.pop("task_lr", None)  # an explicit learning rate holds for every task
+            raw[flag] = getattr(args, flag)
     if args.freeze:
         raw["freeze_encoder"] = True
     if args.no_save_models:
         raw["save_model"] = False
     for assignment in args.set or []:
         apply_override(raw, assignment)
-    return finetune_settings(raw)
-
-
-def _data_location(args: argparse.Namespace) -> str:
-    return str(args.data_dir) if args.data_dir else "built-in"
-
-
-def _check_table_options(args: argparse.Namespace) -> None:
-    """--target with --data only (and needed there); --input-column, --kind and --split with --data only."""
-    if args.data and not args.target:
-        raise ConfigError(f"--data {args.data} needs --target: the column(s) to predict")
-    given = [flag for flag, value in (("--target", args.target), ("--input-column", args.input_column),
-                                      ("--kind", args.kind), ("--split", args.split)) if value]
-    if args.task and given:
-        raise ConfigError(f"{', '.join(given)}: for a table given with --data; a --task spec declares its own "
-                          f"columns, kind and split")
+    return raw
 
 
 def cmd_finetune(args: argparse.Namespace) -> int:
-    from polymask.tasks.benchmark.own_data import default_out, own_data_task
-    from polymask.tasks.benchmark.runner import report_settings, run_benchmark
-    from polymask.tasks.benchmark.systems import pretrained_systems
-    from polymask.tasks.data.spec import load_task_spec
+    from polymask.tasks.api import run_finetune
 
-    _check_table_options(args)
-    if args.data:
-        config = finetune_config(args)
-        system, spec = own_data_task(args.data, args.target, args.checkpoint, config, args.input_column, args.kind,
-                                     args.split)
-        systems, data = [system], str(args.data)
-    else:
-        spec = load_task_spec(args.task)
-        config = finetune_config(args, spec.benchmark)
-        systems, data = pretrained_systems([args.checkpoint], config, [spec]), _data_location(args)
-    report = run_benchmark(systems, [spec], args.seeds, args.out or default_out(spec), f"Fine-tuning on {spec.key}",
-                           args.data_dir, report_settings(config, data), not args.quiet, missing_ok=False)
+    report, _ = run_finetune(args.checkpoint, args.task, args.data, args.target or [], given_settings(args), args.seeds,
+                             args.out, args.data_dir, not args.quiet, args.input_column, args.kind, args.split)
     print(report.read_text())
     return 0
 
 
-def _benchmark_tasks(benchmark: str, names: list[str] | None) -> list[str]:
-    """Task keys of ``benchmark``: ``names`` (with or without the benchmark prefix) or its default set."""
-    from polymask.tasks.data.spec import task_names
-
-    available = task_names(benchmark)
-    if not available:
-        benchmarks = sorted({key.split("/")[0] for key in task_names()})
-        raise ConfigError(f"unknown benchmark '{benchmark}';{did_you_mean(benchmark, benchmarks)} "
-                          f"benchmarks: {', '.join(benchmarks)}")
-    if not names:
-        return task_names(benchmark, default_only=True)
-    if names == ["all"]:
-        return available
-    tasks = [t if "/" in t else f"{benchmark}/{t}" for t in names]
-    unknown = [t for t in tasks if t not in available]
-    if unknown:
-        hints = "".join(did_you_mean(t, available) for t in unknown)
-        raise ConfigError(f"unknown tasks {unknown};{hints} {benchmark} has: {', '.join(available)}")
-    return tasks
-
-
 def cmd_benchmark(args: argparse.Namespace) -> int:
-    from polymask.tasks.benchmark.runner import report_settings, run_benchmark
-    from polymask.tasks.benchmark.systems import pretrained_systems, reference_systems
+    from polymask.tasks.api import benchmark, default_benchmark_out
 
-    tasks = _benchmark_tasks(args.benchmark, args.tasks)
-    config = finetune_config(args, args.benchmark)
-    systems = pretrained_systems(args.checkpoint, config, tasks, untrained=not args.no_references)
-    if not args.no_references:
-        systems += reference_systems(args.benchmark, systems[0].modality, config.max_train_examples)
-    out = args.out or Path("runs") / f"benchmark-{args.benchmark}"
-    report = run_benchmark(systems, tasks, list(range(args.seeds)), out, f"{args.benchmark} benchmark",
-                           args.data_dir, report_settings(config, _data_location(args)), not args.quiet)
-    print(report.read_text())
+    out = args.out or default_benchmark_out(args.benchmark)
+    benchmark(args.benchmark, args.checkpoint, tasks=args.tasks, seeds=args.seeds, references=not args.no_references,
+              out=out, data_dir=args.data_dir, progress=not args.quiet, **given_settings(args))
+    print((out / "results.md").read_text())
     return 0
 
 
 def cmd_heldout(args: argparse.Namespace) -> int:
     from polymask.tasks.data.heldout import write_heldout
 
-    tasks = _benchmark_tasks(args.benchmark, args.tasks)
+    tasks = benchmark_tasks(args.benchmark, args.tasks)
     summary = write_heldout(tasks, args.splits, args.out, args.data_dir)
     total = sum(summary["records"].values())
     print(f"wrote {len(summary['records'])} files ({total:,} records) to {args.out}; keep them out of a pretraining "
@@ -155,7 +93,7 @@ def cmd_heldout(args: argparse.Namespace) -> int:
 def cmd_task_corpus(args: argparse.Namespace) -> int:
     from polymask.tasks.data.task_corpus import CORPUS_FILE, write_task_corpus
 
-    tasks = _benchmark_tasks(args.benchmark, args.tasks)
+    tasks = benchmark_tasks(args.benchmark, args.tasks)
     summary = write_task_corpus(args.benchmark, tasks, args.out, args.data_dir)
     print(f"wrote {summary['records']:,} unique training inputs ({summary['characters']:,} characters) of "
           f"{len(tasks)} tasks to {args.out / CORPUS_FILE}, none of them a validation or test input of "

@@ -134,3 +134,21 @@ def task_names(benchmark: str | None = None, default_only: bool = False) -> list
                   if p.name != RECIPE_FILE and (benchmark is None or p.parent.name == benchmark))
     return [key for key in keys if not default_only or load_task_spec(key).in_default_benchmark]
 
+
+def benchmark_tasks(benchmark: str, names: list[str] | None) -> list[str]:
+    """Task keys of ``benchmark``: ``names`` (with or without the benchmark prefix) or its default set."""
+    available = task_names(benchmark)
+    if not available:
+        benchmarks = sorted({key.split("/")[0] for key in task_names()})
+        raise ConfigError(f"unknown benchmark '{benchmark}';{did_you_mean(benchmark, benchmarks)} "
+                          f"benchmarks: {', '.join(benchmarks)}")
+    if not names:
+        return task_names(benchmark, default_only=True)
+    if names == ["all"]:
+        return available
+    tasks = [t if "/" in t else f"{benchmark}/{t}" for t in names]
+    unknown = [t for t in tasks if t not in available]
+    if unknown:
+        hints = "".join(did_you_mean(t, available) for t in unknown)
+        raise ConfigError(f"unknown tasks {unknown};{hints} {benchmark} has: {', '.join(available)}")
+    return tasks

@@ -8,7 +8,7 @@ import yaml
 from polymask.errors import ConfigError
 from polymask.resources import builtin_dir
 from polymask.tasks.data.spec import RECIPE_FILE
-from polymask.tasks.finetune.options import FinetuneConfig
+from polymask.tasks.finetune.options import FinetuneConfig, finetune_settings
 
 
 def benchmark_recipe(benchmark: str) -> dict[str, Any]:
@@ -22,3 +22,13 @@ def benchmark_recipe(benchmark: str) -> dict[str, Any]:
     if unknown:
         raise ConfigError(f"{path}: unknown fine-tuning settings {unknown}")
     return dict(recipe)
+
+
+def recipe_settings(benchmark: str | None, given: dict[str, Any]) -> FinetuneConfig:
+    """The fine-tuning settings of a run: ``given`` fields over ``benchmark``'s recipe over the defaults. A given
+    ``lr`` holds for every task (it clears the recipe's per-task rates)."""
+    raw = benchmark_recipe(benchmark) if benchmark else {}
+    if given.get("lr") is not None:
+        raw.pop("task_lr", None)
+    raw.update(given)
+    return finetune_settings(raw)
