@@ -1,9 +1,14 @@
-"""The prediction columns of each kind of task, from the model's outputs (probabilities or values)."""
+"""The prediction columns of each kind of task, from the model's outputs (probabilities or values), and the table
+that applying a model gives (``Applied``)."""
 from __future__ import annotations
 
-from typing import Any
+from dataclasses import dataclass
+from typing import TYPE_CHECKING, Any
 
 import numpy as np
+
+if TYPE_CHECKING:
+    import pandas as pd
 
 #: Name of the column that says why a record got no prediction (empty for predicted rows).
 REASON = "reason"
@@ -27,3 +32,14 @@ def prediction_columns(task: dict[str, Any], outputs: np.ndarray) -> dict[str, A
     chosen = np.nan_to_num(probabilities).argmax(axis=1)
     columns[f"predicted_{labels[0]}"] = [None if skip else classes[j] for j, skip in zip(chosen, rejected)]
     return columns
+
+
+@dataclass
+class Applied:
+    """What applying a model to records gave: one row per record, and how many were predicted or rejected."""
+
+    frame: "pd.DataFrame"
+    predicted: int
+    rejected: int
+    truncated: int
+    unknown: int

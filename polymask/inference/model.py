@@ -23,7 +23,8 @@ from polymask.checkpoints.pretrained import load_checkpoint as load_pretrained
 from polymask.data.model_inputs import Encoded, Inputs, as_inputs, encode_records, run_batched
 from polymask.encoder_config import fill_legacy_defaults
 from polymask.errors import CheckpointError
-from polymask.inference.columns import REASON, prediction_columns
+from polymask.inference.columns import REASON, Applied, prediction_columns
+from polymask.inference.span import predict_answers_of
 from polymask.modalities import MODALITIES, Modality
 from polymask.model.encoder import Encoder, EncoderConfig
 from polymask.model.heads import TASK_HEADS, Pooling, SequencePredictor
@@ -34,17 +35,6 @@ from polymask.tokenization import SpecialIds
 
 if TYPE_CHECKING:
     import pandas as pd
-
-
-@dataclass
-class Applied:
-    """What applying a model to records gave: one row per record, and how many were predicted or rejected."""
-
-    frame: "pd.DataFrame"
-    predicted: int
-    rejected: int
-    truncated: int
-    unknown: int
 
 
 def modality_from(config: dict[str, Any]) -> Modality:
@@ -195,8 +185,6 @@ class FinetunedModel(AppliedEncoder):
         import pandas as pd
 
         if self.task["kind"] == "span":
-            from polymask.inference.span import predict_answers_of
-
             return predict_answers_of(self, inputs, reasons, batch_size)
         encoded = self.encode_inputs(inputs, reasons)
         accepted = encoded.accepted

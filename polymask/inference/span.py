@@ -9,7 +9,7 @@ import numpy as np
 from polymask.data.model_inputs import Inputs
 from polymask.data.records import normalize_record
 from polymask.errors import InvalidRecord
-from polymask.inference.columns import REASON
+from polymask.inference.columns import REASON, Applied
 from polymask.tasks.data.squad import QAExample
 from polymask.tasks.finetune.options import FinetuneConfig, SpanOptions
 from polymask.tasks.finetune.span_features import build_features
@@ -17,19 +17,17 @@ from polymask.tasks.finetune.spans import predict_answers, span_forward
 from polymask.tasks.metrics.squad import answer_text
 
 if TYPE_CHECKING:
-    from polymask.inference.model import Applied, FinetunedModel
+    from polymask.inference.model import FinetunedModel
 
 ANSWER = "predicted_answer"
 NO_ANSWER_SCORE = "no_answer_score"
 
 
 def predict_answers_of(model: "FinetunedModel", inputs: Sequence[Inputs], reasons: Sequence[str | None],
-                       batch_size: int) -> "Applied":
+                       batch_size: int) -> Applied:
     """``predicted_answer`` per (question, context) record: a span of the context; for a model trained with
     unanswerable questions (SQuAD v2.0) empty when ``no_answer_score`` > 0. Long contexts are read in windows."""
     import pandas as pd
-
-    from polymask.inference.model import Applied
 
     reasons = list(reasons)
     examples, rows = [], []
