@@ -13,7 +13,7 @@ import torch
 from tokenizers import Tokenizer
 from torch import Tensor
 
-from polymask.checkpoints.finetuned import SaveTarget, finetuned_meta, save_finetuned
+from polymask.checkpoints.finetuned import SaveTarget, save_finetuned
 from polymask.data.batching import BatchSampler, collate
 from polymask.modalities.base import Modality
 from polymask.model.encoder import Encoder
@@ -31,6 +31,7 @@ from polymask.tasks.finetune.span_features import (
     build_features,
     span_loss,
 )
+from polymask.tasks.finetune.saved_meta import finetuned_meta
 from polymask.tasks.metrics.scoring import score
 from polymask.tasks.metrics.squad import best_threshold
 from polymask.tokenization import SpecialIds

@@ -18,7 +18,7 @@ import torch
 from tokenizers import Tokenizer
 from torch import Tensor
 
-from polymask.checkpoints.finetuned import SaveTarget, finetuned_meta, save_finetuned
+from polymask.checkpoints.finetuned import SaveTarget, save_finetuned
 from polymask.data.batching import BatchSampler, collate
 from polymask.data.model_inputs import run_batched
 from polymask.modalities.base import Modality
@@ -28,6 +28,7 @@ from polymask.runtime import autocast, precision_used, resolve_device
 from polymask.tasks.data.loading import TaskData, TaskSplit, subset
 from polymask.tasks.finetune.loop import fit
 from polymask.tasks.finetune.options import FinetuneConfig
+from polymask.tasks.finetune.saved_meta import finetuned_meta
 from polymask.tasks.metrics.scoring import score
 from polymask.tokenization import SpecialIds
 from polymask.tracking import Reporter
