@@ -1,4 +1,4 @@
-"""A small generic name -> object registry, used for modalities, objectives and tasks."""
+"""A small generic name -> object registry: modalities, objectives, analyses and benchmark reference rows each keep one."""
 from __future__ import annotations
 
 import difflib
