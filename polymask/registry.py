@@ -1,4 +1,4 @@
-"""A small generic name -> object registry: modalities, objectives, analyses and benchmark reference rows each keep one."""
+"""A small generic name -> object registry: modalities, objectives, analyses and benchmark references keep one."""
 from __future__ import annotations
 
 import difflib
