@@ -87,8 +87,9 @@ def read_finetuned(folder: Path) -> tuple[dict[str, Any], dict[str, torch.Tensor
     if not is_finetuned(folder):
         if not folder.exists():
             raise CheckpointError(f"fine-tuned model not found: {folder}")
-        raise CheckpointError(f"{folder} is not a fine-tuned model folder (no {FINETUNED_META}); a pretraining "
-                              f"run or checkpoint loads with polymask.load_checkpoint")
+        raise CheckpointError(f"{folder} is not a fine-tuned model folder (no {FINETUNED_META}); a pretraining run or "
+                              f"checkpoint, or a Hugging Face folder, is fine-tuned first (polymask finetune) or "
+                              f"embedded as it is (polymask embed, polymask.load_checkpoint)")
     verify_checkpoint(folder)
     try:
         meta = json.loads((folder / FINETUNED_META).read_text())

@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import json
 from pathlib import Path
+from typing import Any
 
 from polymask.errors import CheckpointError
 
@@ -21,9 +22,9 @@ TOKENIZER_FILES = ("tokenizer.json", "tokenizer_config.json")
 CONVERTER = "benchmarks/rxnfp_folder.py"
 
 
-def check_hf_folder(folder: Path) -> None:
-    """Raise one ``CheckpointError`` line if ``folder``'s config.json names no ``model_type``, or the folder holds
-    no weight file or no tokenizer file (``tokenizer.json`` or ``tokenizer_config.json``)."""
+def check_hf_folder(folder: Path) -> dict[str, Any]:
+    """``folder``'s config.json, once it is known to name a ``model_type`` and the folder to hold a weight file and
+    a tokenizer file (``tokenizer.json`` or ``tokenizer_config.json``); else one ``CheckpointError`` line."""
     folder = Path(folder)
     try:
         config = json.loads((folder / "config.json").read_text())
@@ -44,3 +45,4 @@ def check_hf_folder(folder: Path) -> None:
         raise CheckpointError(f"{folder}: no tokenizer ({' or '.join(TOKENIZER_FILES)}){guess}; save the model's "
                               f"tokenizer into the folder (tokenizer.save_pretrained), or convert an rxnfp folder "
                               f"with {CONVERTER}")
+    return config

@@ -17,7 +17,6 @@ from pydantic import ValidationError
 from tokenizers import Tokenizer
 
 from polymask.checkpoints.finetuned import read_finetuned, resolve_finetuned
-from polymask.checkpoints.hf_folder_check import check_hf_folder
 from polymask.checkpoints.pretrained import LoadedCheckpoint
 from polymask.checkpoints.pretrained import load_checkpoint as load_pretrained
 from polymask.data.model_inputs import Encoded, Inputs, as_inputs, encode_records, run_batched
@@ -137,7 +136,6 @@ class HFFolderEncoder(AppliedEncoder):
     normalised by ``modality`` and handed to that tokenizer as plain text, as fine-tuning hands them."""
 
     def __init__(self, folder: Path, modality: Modality, device: str = "auto") -> None:
-        check_hf_folder(folder)
         loaded = load_hf_folder(folder)
         super().__init__(HFEncoder(loaded.model), loaded.tokenizer, RawInputs(modality), hf_max_len(loaded), "mean",
                          [modality.default_columns[0]], device)

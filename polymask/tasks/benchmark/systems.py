@@ -25,7 +25,6 @@ import torch
 from tokenizers import Tokenizer
 
 from polymask.checkpoints.finetuned import SaveTarget
-from polymask.checkpoints.hf_folder_check import check_hf_folder
 from polymask.checkpoints.pretrained import CHECKPOINT_NAME, MANIFEST, load_checkpoint
 from polymask.config import build_run_config
 from polymask.errors import ConfigError
@@ -171,15 +170,13 @@ def pretrained_systems(paths: list[Path], config: FinetuneConfig, tasks: Sequenc
     its default settings) so that every row sees the same examples. With ``untrained`` also the "no pretraining"
     row: the first polymask checkpoint's architecture, else the first folder's, randomly initialised."""
     hf_paths = [path for path in paths if is_hf_folder(path)]
-    for path in hf_paths:  # a folder transformers would refuse or misread fails in one line, before any loading
-        check_hf_folder(path)
     specs = [as_task_spec(task) for task in tasks] if hf_paths else []
     spans = [spec.key for spec in specs if spec.kind not in TABLE_KINDS]
     if spans:
         raise ConfigError(f"{hf_paths[0]}: a Hugging Face folder is fine-tuned on table tasks "
                           f"({', '.join(TABLE_KINDS)}) only, not on {', '.join(spans)}")
-    ours = {path: checkpoint_system(path, config) for path in paths if path not in hf_paths}
     folders = [load_hf_folder(path) for path in hf_paths]
+    ours = {path: checkpoint_system(path, config) for path in paths if path not in hf_paths}
     modality = next(iter(ours.values())).modality if ours else _tasks_modality(specs)
     theirs = {path: hf_system(folder, config, modality) for path, folder in zip(hf_paths, folders)}
     systems = [ours[path] if path in ours else theirs[path] for path in paths]

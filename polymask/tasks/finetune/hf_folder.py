@@ -14,7 +14,6 @@ handing them to the tokenizer as plain normalised text: a DNA sequence as one st
 from __future__ import annotations
 
 import copy
-import json
 import random
 from dataclasses import dataclass
 from pathlib import Path
@@ -24,6 +23,7 @@ import torch
 from torch import Tensor, nn
 
 from polymask.builtin_models import FACTS as BUILTIN_FACTS
+from polymask.checkpoints.hf_folder_check import check_hf_folder
 from polymask.checkpoints.pretrained import FINETUNED_META, LATEST, MANIFEST, RUN_CONFIG
 from polymask.errors import CheckpointError, DataError
 from polymask.modalities.base import Modality
@@ -167,18 +167,12 @@ class HFFolder:
 
 
 def load_hf_folder(path: Path) -> HFFolder:
-    """Load a Hugging Face folder's model and tokenizer (local files only); every fault is one ``CheckpointError``
-    line naming the folder."""
+    """Load a Hugging Face folder's model and tokenizer (local files only), once ``check_hf_folder`` finds what
+    transformers needs in it; every fault is one ``CheckpointError`` line naming the folder."""
     from transformers import AutoModel, AutoTokenizer
 
     folder = Path(path)
-    try:
-        config = json.loads((folder / "config.json").read_text())
-    except (OSError, ValueError) as exc:
-        raise CheckpointError(f"{folder}/config.json: unreadable ({_one_line(exc)})") from None
-    if not isinstance(config, dict):
-        raise CheckpointError(f"{folder}/config.json: expected a JSON object")
-    remote = _remote_code(folder, config)
+    remote = _remote_code(folder, check_hf_folder(folder))
     with quiet_transformers():
         try:
             model = AutoModel.from_pretrained(str(folder), local_files_only=True, trust_remote_code=remote)
