@@ -48,11 +48,6 @@ class Encoder(nn.Module):
                 nn.init.ones_(module.weight)
                 nn.init.zeros_(module.bias)
 
-    @property
-    def output_embedding(self) -> Tensor:
-        """The (tied) vocabulary projection weight."""
-        return self.embed.weight
-
     def forward(self, input_ids: Tensor | None = None, *, inputs_embeds: Tensor | None = None,
                 attention_mask: Tensor | None = None, position_ids: Tensor | None = None,
                 key_bias: Tensor | None = None, output_hidden_states: bool = False) -> Tensor | list[Tensor]:
