@@ -125,15 +125,17 @@ def cmd_train(args: argparse.Namespace) -> int:
         train(resume=args.resume)
         return 0
     raw = _run_config_dict(args)
+    resume: Any = args.resume
     if args.resume and not auto:
         from polymask.checkpoints.pretrained import load_checkpoint
         from polymask.config import merge
 
-        raw = merge(load_checkpoint(args.resume).config, raw)
+        resume = load_checkpoint(args.resume)  # read and checked once; the trainer continues from this object
+        raw = merge(resume.run_config.model_dump(mode="json"), raw)
     config = build_run_config(raw)  # first, so that a wrong field fails before torch is imported
     from polymask.training.trainer import train
 
-    train(config, resume=args.resume, overwrite=args.overwrite)
+    train(config, resume=resume, overwrite=args.overwrite)
     return 0
 
 
@@ -173,9 +175,11 @@ def cmd_bench(args: argparse.Namespace) -> int:
 
         bench_corpus(args.corpus, args.modality, args.num_proc, args.max_len, args.out)
         return 0
+    from polymask.objectives import MASK_RATIO
+
+    ratios = tuple(float(r) for r in args.mask_ratios.split(",")) if args.mask_ratios else (MASK_RATIO,)
     run_bench(args.modality, args.preset, args.batch_size, args.max_len, tuple(args.objectives.split(",")),
-              args.warmup, args.steps, args.out, tuple(float(r) for r in args.mask_ratios.split(",")),
-              args.flop_steps, args.device)
+              args.warmup, args.steps, args.out, ratios, args.flop_steps, args.device)
     return 0
 
 
@@ -241,7 +245,8 @@ def _add_bench(sub: argparse._SubParsersAction) -> None:
     parser.add_argument("--batch-size", type=int, default=32, help="sequences per step")
     parser.add_argument("--max-len", type=int, default=128, help="maximum tokens per sequence")
     parser.add_argument("--objectives", default="mlm", help="comma-separated objectives")
-    parser.add_argument("--mask-ratios", default="0.15", help="comma-separated mask ratios (a row per objective each)")
+    parser.add_argument("--mask-ratios", help="comma-separated mask ratios, a row per objective each (default: the "
+                        "objectives' default objective.mask_ratio)")
     parser.add_argument("--flop-steps", type=int, default=3, help="steps whose FLOPs are counted after the timed ones")
     parser.add_argument("--device", default="auto", help="auto (CUDA when present), cpu or cuda[:N]")
     parser.add_argument("--warmup", type=int, default=5, help="untimed steps first")

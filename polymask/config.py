@@ -124,7 +124,8 @@ class TrainConfig(StrictModel):
         None, ge=1, description="pad each batch's width (and MAE-LM's visible width) to a multiple of this many tokens, "
         "and the rows an LM head scores to 8 times it: a bounded set of tensor shapes, so that the kernels bf16 "
         "caches per shape on CPU stop growing resident memory (docs/results/memory); 1: pad to the longest only; "
-        "default: 16 where bf16 autocast runs on a CPU, else 1")
+        "default: 16 where bf16 autocast runs on a CPU, else 1. ExLM's expanded sequence, and so the states its LM "
+        "head scores, is not bounded by it (only the batch width is)")
     parallel: Literal["ddp", "fsdp"] = Field(
         "ddp", description="multi-process strategy under torchrun: DistributedDataParallel or FSDP2 (fully_shard)")
     dist_timeout: float = Field(
@@ -145,6 +146,29 @@ class RunConfig(StrictModel):
     data: DataConfig = Field(default_factory=DataConfig)
     train: TrainConfig = Field(default_factory=TrainConfig)
     out: Path | None = Field(None, description="run folder; default runs/<modality>-<objective>")
+
+    @model_validator(mode="after")
+    def _encoder_from_objective(self) -> "RunConfig":
+        """The encoder settings the objective decides (``Objective.encoder_overrides``: ``rope_2d``) are its alone:
+        ``model`` takes them, validated with the rest of the encoder; ``model`` may only repeat them."""
+        if type(self.objective) is ComponentConfig:  # check_run_fields' placeholder: no objective yet
+            return self
+        from polymask.objectives import OBJECTIVES
+
+        decided = OBJECTIVES.get(self.objective.name).encoder_overrides(self.objective)
+        clashes = [f"model.{key}: decided by the objective ({self.objective.name} needs {value}); leave it out"
+                   for key, value in decided.items()
+                   if key in self.model.model_fields_set and getattr(self.model, key) != value]
+        if clashes:
+            raise ValueError("; ".join(clashes))
+        if any(getattr(self.model, key) != value for key, value in decided.items()):
+            try:
+                self.model = EncoderConfig.model_validate({**self.model.model_dump(), **decided})
+            except ValidationError as exc:
+                shown = ", ".join(f"{key}={value}" for key, value in decided.items())
+                raise ValueError(f"model: with {shown} (objective {self.objective.name}): "
+                                 + "; ".join(validation_messages(exc, EncoderConfig))) from None
+        return self
 
     def out_dir(self) -> Path:
         return self.out or Path("runs") / f"{self.modality.name}-{self.objective.name}"
@@ -195,7 +219,10 @@ def build_run_config(raw: dict[str, Any]) -> RunConfig:
     objective = _component(raw.get("objective"), "objective", OBJECTIVES, errors)
     if errors:
         raise ConfigError("invalid config:\n  " + "\n  ".join(errors))
-    return RunConfig.model_validate({**raw, "modality": modality, "objective": objective})
+    try:
+        return RunConfig.model_validate({**raw, "modality": modality, "objective": objective})
+    except ValidationError as exc:  # what the parts settle between them (the encoder the objective needs)
+        raise ConfigError("invalid config:\n  " + "\n  ".join(validation_messages(exc, RunConfig))) from None
 
 
 def load_yaml(path_or_name: str | Path) -> dict[str, Any]:

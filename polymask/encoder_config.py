@@ -40,7 +40,9 @@ class EncoderConfig(StrictModel):
     dropout: float = Field(0.0, ge=0, lt=1, description="residual dropout")
     attention_dropout: float = Field(0.0, ge=0, lt=1, description="attention-probability dropout")
     rope_theta: float = Field(10000.0, gt=0, description="rotary base")
-    rope_2d: bool = Field(False, description="two position coordinates (ExLM): half of each head per coordinate")
+    rope_2d: bool = Field(
+        False, description="two position coordinates, half of each head per coordinate: decided by the objective "
+                           "(ExLM's objective.rope_2d), which a run config's model section takes; not set there")
     norm_eps: float = Field(1e-5, gt=0, description="LayerNorm epsilon")
     embed_norm: bool = Field(
         True, description="LayerNorm on the token embeddings before the first block (RoBERTa's, ModernBERT's); "

@@ -46,6 +46,9 @@ def validation_messages(error: ValidationError, model: type[BaseModel], prefix: 
     field names ("did you mean ...")."""
     lines = []
     for item in error.errors():
+        if not item["loc"] and item["type"] == "value_error":  # a check across fields names them itself
+            lines.append(str(item["ctx"]["error"]))
+            continue
         location = ".".join(str(part) for part in (prefix, *item["loc"]) if part != "")
         shown = "" if item["type"] == "missing" else f" (got {item['input']!r})"
         hint = ""

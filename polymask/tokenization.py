@@ -48,6 +48,12 @@ class SpecialIds:
         return (self.pad, self.unk, self.cls, self.sep, self.mask)
 
 
+def cut_to_max_len(ids: list[int], max_len: int, sep: int) -> list[int]:
+    """``ids`` of an encoded input ([CLS] ... [SEP]) cut to ``max_len`` tokens still ending in [SEP] (``sep``);
+    unchanged when it fits."""
+    return ids if len(ids) <= max_len else ids[:max_len - 1] + [sep]
+
+
 def add_special_token_processing(tokenizer: Tokenizer) -> Tokenizer:
     """Mark the five specials as special (skipped when decoding) and install the
     [CLS] a [SEP] / [CLS] a [SEP] b [SEP] post-processor. The ids must run 0..n-1 (the embedding has one row

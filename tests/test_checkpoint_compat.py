@@ -1,4 +1,5 @@
 """Checkpoints written by earlier versions of polymask still load, and load the way they were trained."""
+import json
 import shutil
 from pathlib import Path
 
@@ -20,6 +21,8 @@ def test_a_checkpoint_from_before_the_embedding_norm_loads_without_it():
     checkpoint = load_checkpoint(LEGACY_RUN)
     assert checkpoint.encoder_config.embed_norm is False
     assert checkpoint.config["model"]["embed_norm"] is False
+    assert checkpoint.run_config.model.embed_norm is False  # validated once, with the legacy upgrade
+    assert checkpoint.step == 2 and checkpoint.run_config.data.max_len == 64
     encoder = checkpoint.build_encoder().eval()
     assert isinstance(encoder.embed_norm, torch.nn.Identity)
     ids = checkpoint.tokenizer.encode("CCO").ids
@@ -48,3 +51,24 @@ def test_a_legacy_run_resumes(tmp_path):
     assert resumed.encoder_config.embed_norm is False
     # the new checkpoint names its run config polymask.json, so transformers no longer takes it for its own
     assert (resumed.folder / "polymask.json").is_file() and not (resumed.folder / "config.json").exists()
+
+
+def test_an_exlm_checkpoint_whose_run_config_predates_the_objectives_rope_2d_loads(tmp_path):
+    """Checkpoints written before the run config took ``model.rope_2d`` from the objective say false there (the
+    encoder, encoder.json, was built 2D all the same): the loader gives the run config the encoder's value."""
+    from conftest import tiny_config
+
+    from polymask.checkpoints.pretrained import write_manifest
+
+    config = tiny_config("smiles", tmp_path / "run", max_steps=2, threads=1)
+    config["objective"] = {"name": "exlm"}
+    train(config)
+    folder = tmp_path / "run" / "checkpoints" / "step-000002"
+    saved = json.loads((folder / "polymask.json").read_text())
+    saved["model"]["rope_2d"] = False
+    (folder / "polymask.json").write_text(json.dumps(saved))
+    (folder / "manifest.json").unlink()
+    write_manifest(folder, {"step": 2})
+    checkpoint = load_checkpoint(tmp_path / "run")
+    assert checkpoint.run_config.model.rope_2d and checkpoint.encoder_config.rope_2d
+    assert checkpoint.build_objective().encoder.config.rope_2d

@@ -94,3 +94,18 @@ def test_cli_entry_point_runs():
     result = subprocess.run([sys.executable, "-m", "polymask", "train", "--modality", "protein-x", "--objective", "mlm"],
                             capture_output=True, text=True, timeout=120)
     assert result.returncode == 2 and "unknown modality 'protein-x'" in result.stderr
+
+
+def test_the_objective_owns_the_encoders_rope_2d():
+    exlm = build_run_config({"modality": "smiles", "objective": "exlm", "model": {"preset": "tiny"}})
+    assert exlm.model.rope_2d  # taken from objective.rope_2d, validated with the rest of the encoder
+    assert build_run_config(exlm.model_dump(mode="json")) == exlm  # a saved config reads back the same
+    flat = build_run_config({"modality": "smiles", "objective": {"name": "exlm", "rope_2d": False}})
+    assert not flat.model.rope_2d
+    assert not build_run_config({"modality": "smiles", "objective": "mlm"}).model.rope_2d
+    with pytest.raises(ConfigError, match=r"model\.rope_2d: decided by the objective \(mlm needs False\)"):
+        build_run_config({"modality": "smiles", "objective": "mlm", "model": {"rope_2d": True}})
+    # a head of 6 dimensions holds one rotary coordinate, not two: refused at load time, not in the encoder
+    build_run_config({"modality": "smiles", "objective": "mlm", "model": {"d_model": 48, "n_heads": 8}})
+    with pytest.raises(ConfigError, match=r"model: with rope_2d=True \(objective exlm\): .*divisible by 4"):
+        build_run_config({"modality": "smiles", "objective": "exlm", "model": {"d_model": 48, "n_heads": 8}})

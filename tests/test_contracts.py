@@ -39,8 +39,8 @@ class ToyObjective(Objective):
     lm_export = "head"
     fill_mask_note = "the toy objective's head on the encoder output."
 
-    def __init__(self, config: ToyConfig, encoder, specials, mask_span: int = 1) -> None:
-        super().__init__(config, encoder, specials, mask_span)
+    def __init__(self, config: ToyConfig, encoder, specials, mask_span: int = 1, shape_multiple: int = 1) -> None:
+        super().__init__(config, encoder, specials, mask_span, shape_multiple)
         self.head = LMHead(encoder.config.d_model, encoder.embed, encoder.config.norm_eps, encoder.config.activation)
 
     def forward(self, batch: Batch, generator: torch.Generator) -> ObjectiveOutput:

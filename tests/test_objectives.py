@@ -72,3 +72,26 @@ def test_a_run_lowers_the_bias_of_the_tokens_its_corpus_never_holds(tmp_path):
     bias = load_checkpoint(tmp_path / "run").weights["head.bias"].numpy()
     # the built-in SMILES vocabulary spells any bracket atom (504 tokens); its corpus holds about 100 of them
     assert (bias < -9.9).sum() > 300 and (np.abs(bias) < 1e-3).sum() > 80
+
+
+def test_every_objective_is_built_with_its_shape_bound():
+    from polymask.objectives import OBJECTIVES, build_objective
+
+    for name in OBJECTIVES.names():
+        config = OBJECTIVES.get(name).Config()
+        encoder = Encoder(EncoderConfig(preset="tiny", **OBJECTIVES.get(name).encoder_overrides(config)), 40)
+        objective = build_objective(config, encoder, SPECIALS, mask_span=3, shape_multiple=16)
+        assert (type(objective), objective.mask_span, objective.shape_multiple) == (OBJECTIVES.get(name), 3, 16)
+
+
+def test_one_rule_rounds_shapes_and_one_cuts_to_max_len():
+    from polymask.data.batching import round_up
+    from polymask.objectives.visible import compact_visible
+    from polymask.tokenization import cut_to_max_len
+
+    assert [round_up(n, 16) for n in (1, 16, 17)] == [16, 16, 32] and round_up(7, 1) == 7
+    assert collate([[2, 5, 3]], pad_id=0, multiple=16).input_ids.shape == (1, 16)
+    visible = torch.tensor([[True] * 5 + [False] * 30])
+    assert compact_visible(torch.arange(35)[None], visible, 0, multiple=16).input_ids.shape == (1, 16)
+    assert cut_to_max_len([2, 7, 8, 9, 3], 4, sep=3) == [2, 7, 8, 3]
+    assert cut_to_max_len([2, 7, 3], 4, sep=3) == [2, 7, 3]

@@ -91,3 +91,17 @@ def test_keyboard_interrupt_saves_the_last_finished_step(tmp_path, make_config, 
     assert load_checkpoint(tmp_path / "run").folder.name == "step-000003"
     summary = json.loads((tmp_path / "run" / "summary.json").read_text())
     assert summary["status"] == "interrupted" and summary["checkpoint_step"] == 3
+
+
+def test_resuming_with_overrides_reads_and_checks_the_checkpoint_once(tmp_path, make_config, monkeypatch):
+    import polymask.checkpoints.pretrained as pretrained
+    from polymask.cli import main
+
+    run = tmp_path / "run"
+    train(make_config("smiles", run, max_steps=4, stop_after_steps=2))
+    verified = []
+    verify = pretrained.verify_checkpoint
+    monkeypatch.setattr(pretrained, "verify_checkpoint", lambda folder: verified.append(folder) or verify(folder))
+    assert main(["train", "--resume", str(run), "--set", "train.stop_after_steps=null"]) == 0
+    assert verified == [run / "checkpoints" / "step-000002"]  # the command line's load is the trainer's
+    assert load_checkpoint(run).step == 4

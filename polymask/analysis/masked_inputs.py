@@ -1,5 +1,5 @@
 """What the masked-input analyses share: held-out batches with masks fixed by a seed (the same for every
-checkpoint), and their command-line options."""
+checkpoint trained at the same mask ratio), and their command-line options."""
 from __future__ import annotations
 
 import argparse
@@ -18,18 +18,19 @@ if TYPE_CHECKING:  # kept out of the import so that building the CLI parser stay
 MASK_STREAM = 7
 
 
-def masked_batches(checkpoint: "LoadedCheckpoint", objective: "Objective", data: list[Path], mask_ratio: float,
-                   seed: int, batch_size: int, max_sequences: int) -> Iterator[tuple["Batch", "Tensor"]]:
+def masked_batches(checkpoint: "LoadedCheckpoint", objective: "Objective", data: list[Path],
+                   mask_ratio: float | None, seed: int, batch_size: int,
+                   max_sequences: int) -> Iterator[tuple["Batch", "Tensor"]]:
     """Batches of ``data`` (read through the checkpoint's modality and tokenizer, the first
-    ``max_sequences`` sequences, in length order) and their masked positions, fixed by ``seed``."""
-    from polymask.config import build_run_config
+    ``max_sequences`` sequences, in length order) and the positions the checkpoint's objective selects in them
+    (``Objective.select``: its mask ratio, or ``mask_ratio`` when given, and its modality's spans), fixed by
+    ``seed``."""
     from polymask.data.batching import BatchSampler, collate
     from polymask.data.corpus import prepare_corpus
-    from polymask.data.masking import maskable_positions, sample_mask
     from polymask.modalities import build_modality
     from polymask.runtime import step_generator
 
-    run = build_run_config(checkpoint.config)
+    run = checkpoint.run_config
     corpus = prepare_corpus(build_modality(run.modality), checkpoint.tokenizer, data, column=None,
                             max_len=run.data.max_len, val_fraction=0.0, max_val_records=0, seed=seed,
                             cache_dir=run.data.resolved_cache_dir(), strict=False)
@@ -37,9 +38,7 @@ def masked_batches(checkpoint: "LoadedCheckpoint", objective: "Objective", data:
     lengths = store.lengths[:max_sequences]
     for index, indices in enumerate(BatchSampler(lengths, batch_size, seed, "bucket", shuffle=False).epoch(0)):
         batch = collate([store[int(i)] for i in indices], objective.specials.pad)
-        maskable = maskable_positions(batch.input_ids, objective.special_ids)
-        generator = step_generator(seed, index, 0, MASK_STREAM)
-        yield batch, sample_mask(maskable, mask_ratio, generator, objective.mask_span)
+        yield batch, objective.select(batch, step_generator(seed, index, 0, MASK_STREAM), mask_ratio)
 
 
 def add_masked_input_arguments(parser: argparse.ArgumentParser, name: str, example: str) -> None:
@@ -49,7 +48,9 @@ def add_masked_input_arguments(parser: argparse.ArgumentParser, name: str, examp
                              f"{example})")
     parser.add_argument("--data", type=Path, nargs="+", required=True, help="held-out corpus files")
     parser.add_argument("--out", type=Path, default=Path(f"runs/analysis/{name}"), help="folder for the outputs")
-    parser.add_argument("--mask-ratio", type=float, default=0.15, help="fraction of maskable tokens masked")
+    parser.add_argument("--mask-ratio", type=float,
+                        help="fraction of maskable tokens masked (default: each checkpoint's own objective.mask_ratio; "
+                             "give one to mask checkpoints trained at different ratios alike)")
     parser.add_argument("--seed", type=int, default=0, help="seed of the masks (the same for every checkpoint)")
     parser.add_argument("--batch-size", type=int, default=32, help="sequences per forward pass")
     parser.add_argument("--max-sequences", type=int, default=2000, help="cap on sequences read from --data")

@@ -48,9 +48,9 @@ def layer_states(objective: "Objective", batch: "Batch", selected: "Tensor", kin
     return [layer[rows] for layer in states]
 
 
-def measure_checkpoint(path: Path, data: list[Path], tau: float, mask_ratio: float, seed: int, batch_size: int,
-                       max_sequences: int, max_tokens: int) -> dict[str, Any]:
-    """Per-layer ranks of every input kind of one checkpoint."""
+def measure_checkpoint(path: Path, data: list[Path], tau: float, mask_ratio: float | None, seed: int,
+                       batch_size: int, max_sequences: int, max_tokens: int) -> dict[str, Any]:
+    """Per-layer ranks of every input kind of one checkpoint (masked at ``mask_ratio``, default its own)."""
     import torch
 
     from polymask.checkpoints.pretrained import load_checkpoint
@@ -73,6 +73,7 @@ def measure_checkpoint(path: Path, data: list[Path], tau: float, mask_ratio: flo
             rows.append({"layer": layer, "kind": kind, "tokens": int(states.shape[0]),
                          "variance_rank": variance_rank(values, tau), "entropy_rank": entropy_rank(values)})
     return {"checkpoint": str(checkpoint.folder), "objective": name,
+            "mask_ratio": objective.config.mask_ratio if mask_ratio is None else mask_ratio,
             "label": f"{checkpoint.name} ({name})", "d_model": objective.encoder.config.d_model,
             "layers": rows}
 
@@ -129,7 +130,7 @@ def plot(report: dict[str, Any], out: Path) -> Path:
 
 
 def run_rank_analysis(checkpoints: list[Path], data: list[Path], out: Path, tau: float = 0.9,
-                      mask_ratio: float = 0.15, seed: int = 0, batch_size: int = 32, max_sequences: int = 2000,
+                      mask_ratio: float | None = None, seed: int = 0, batch_size: int = 32, max_sequences: int = 2000,
                       max_tokens: int = 8192) -> dict[str, Any]:
     """Measure every checkpoint; write ``rank.json``, ``rank.csv``, ``rank.md`` and ``rank.png`` under ``out``."""
     if not 0 < tau <= 1:

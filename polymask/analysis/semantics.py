@@ -29,7 +29,7 @@ if TYPE_CHECKING:  # kept out of the import so that building the CLI parser stay
 DEFAULT_TOP_K = (1, 2, 3, 5, 10)
 
 
-def measure_checkpoint(path: Path, data: list[Path], mask_ratio: float, seed: int, batch_size: int,
+def measure_checkpoint(path: Path, data: list[Path], mask_ratio: float | None, seed: int, batch_size: int,
                        max_sequences: int, top_k: tuple[int, ...]) -> dict[str, Any]:
     """Entropy and top-k accuracy at masked positions of one checkpoint on ``data``."""
     import torch
@@ -91,8 +91,8 @@ def plot(results: list[dict[str, Any]], out: Path) -> Path:
     return path
 
 
-def run_semantics(checkpoints: list[Path], data: list[Path], out: Path, mask_ratio: float = 0.15, seed: int = 0,
-                  batch_size: int = 32, max_sequences: int = 2000,
+def run_semantics(checkpoints: list[Path], data: list[Path], out: Path, mask_ratio: float | None = None,
+                  seed: int = 0, batch_size: int = 32, max_sequences: int = 2000,
                   top_k: tuple[int, ...] = DEFAULT_TOP_K) -> dict[str, Any]:
     """Measure every checkpoint; write ``<out>/semantics.json`` and ``<out>/semantics.png``."""
     results = [measure_checkpoint(path, data, mask_ratio, seed, batch_size, max_sequences, top_k)

@@ -16,6 +16,7 @@ import torch
 from torch import nn
 
 from polymask.config import build_run_config
+from polymask.objectives import MASK_RATIO
 from polymask.runtime import autocast, precision_used
 from polymask.training.trainer import Trainer
 
@@ -33,7 +34,7 @@ class Contender:
 
 
 def polymask_trainer(objective: str, modality: str, preset: str, batch_size: int, max_len: int, precision: str,
-                     workdir: Path, mask_ratio: float = 0.15) -> Trainer:
+                     workdir: Path, mask_ratio: float = MASK_RATIO) -> Trainer:
     """A trainer for one objective, as ``polymask train`` would build it (its own run folder under workdir)."""
     return Trainer(build_run_config({
         "modality": modality, "objective": {"name": objective, "mask_ratio": mask_ratio},
@@ -56,7 +57,7 @@ def polymask_contender(objective: str, modality: str, preset: str, batch_size: i
 
 
 def hf_bert_contender(modality: str, preset: str, batch_size: int, max_len: int, precision: str, workdir: Path,
-                      mask_ratio: float = 0.15, seed: int = 0) -> Contender:
+                      mask_ratio: float = MASK_RATIO, seed: int = 0) -> Contender:
     """HF ``BertForMaskedLM`` with polymask's encoder dimensions, on the same tokenised corpus, batched as HF's
     Trainer does by default (shuffled, dynamically padded, 80/10/10 masking by the collator)."""
     from transformers import BertConfig, BertForMaskedLM, DataCollatorForLanguageModeling

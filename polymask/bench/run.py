@@ -21,6 +21,7 @@ import torch
 from polymask.bench.contenders import hf_bert_contender, polymask_contender
 from polymask.bench.measure import matmul_peak, measure
 from polymask.jsonio import make_dir, write_json, write_text
+from polymask.objectives import MASK_RATIO
 from polymask.runtime import machine, native_bf16, precision_used, resolve_device
 
 
@@ -66,7 +67,7 @@ def measure_row(spec: RowSpec, modality: str, preset: str, batch_size: int, max_
 
 def run_bench(modality: str = "smiles", preset: str = "mini", batch_size: int = 32, max_len: int = 128,
               objectives: tuple[str, ...] = ("mlm",), warmup: int = 5, steps: int = 40,
-              out: Path | None = None, mask_ratios: tuple[float, ...] = (0.15,), flop_steps: int = 3,
+              out: Path | None = None, mask_ratios: tuple[float, ...] = (MASK_RATIO,), flop_steps: int = 3,
               device: str = "auto") -> list[dict[str, Any]]:
     """Measure every row; write ``<out>/<modality>-<preset>-b<batch>-l<len>.{md,json}``."""
     target = resolve_device(device)

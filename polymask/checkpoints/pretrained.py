@@ -40,6 +40,7 @@ from tokenizers import Tokenizer
 from polymask.builtin_models import FACTS as BUILTIN_FACTS
 from polymask.builtin_models import checkpoint_path, is_builtin, not_found
 from polymask.checkpoints.atomic import staged_folder
+from polymask.config import RunConfig, build_run_config
 from polymask.encoder_config import fill_legacy_defaults
 from polymask.errors import CheckpointError, ConfigError, DataError, TrainingDiverged
 from polymask.jsonio import dumps
@@ -220,12 +221,24 @@ def verify_checkpoint(folder: Path) -> dict[str, Any]:
 
 @dataclass
 class LoadedCheckpoint:
+    """A verified checkpoint, read once: its weights, its validated run config (``run_config``; ``config`` is the
+    same as the raw JSON dict, legacy fields upgraded, for readers that have not moved to ``run_config`` yet), the
+    encoder it holds, its tokenizer, and its manifest (``step``: the step it was saved at)."""
+
     folder: Path
     weights: dict[str, torch.Tensor]
     config: dict[str, Any]
     encoder_config: EncoderConfig
     vocab_size: int
     tokenizer: Tokenizer
+    run_config: RunConfig
+    manifest: dict[str, Any]
+
+    @property
+    def step(self) -> int | None:
+        """The step the checkpoint was saved at (its manifest's; a built-in model's may be None)."""
+        step = self.manifest.get("step")
+        return None if step is None else int(step)
 
     @property
     def name(self) -> str:
@@ -256,15 +269,13 @@ class LoadedCheckpoint:
 
     def build_objective(self) -> "Objective":
         """The whole pretraining model (encoder + objective modules) with its weights, e.g. for analysis."""
-        from polymask.config import build_run_config
         from polymask.modalities import build_modality
-        from polymask.objectives import OBJECTIVES
+        from polymask.objectives import build_objective
         from polymask.tokenization import SpecialIds
 
-        config = build_run_config(self.config)
-        objective = OBJECTIVES.get(config.objective.name)(
-            config.objective, Encoder(self.encoder_config, self.vocab_size), SpecialIds.of(self.tokenizer),
-            build_modality(config.modality).mask_span)
+        config = self.run_config
+        objective = build_objective(config.objective, Encoder(self.encoder_config, self.vocab_size),
+                                    SpecialIds.of(self.tokenizer), build_modality(config.modality).mask_span)
         check_weights(objective.state_dict(), self.weights, f"{self.folder}/model.safetensors")
         objective.load_state_dict(self.weights)
         return objective
@@ -277,10 +288,14 @@ class LoadedCheckpoint:
 
 def upgrade_legacy_configs(run_config: dict[str, Any], encoder_config: dict[str, Any]) -> None:
     """Fill in, in place, the encoder settings a checkpoint written before they existed was trained with
-    (``encoder_config.LEGACY_DEFAULTS``: no embedding LayerNorm, the tanh GELU), in the run config too."""
+    (``encoder_config.LEGACY_DEFAULTS``: no embedding LayerNorm, the tanh GELU), in the run config too; and give the
+    run config's ``model.rope_2d`` the encoder's (written before the objective's choice was copied there)."""
+    model = run_config.get("model")
     for key in fill_legacy_defaults(encoder_config):
-        if isinstance(run_config.get("model"), dict):
-            run_config["model"][key] = encoder_config[key]
+        if isinstance(model, dict):
+            model[key] = encoder_config[key]
+    if isinstance(model, dict) and "rope_2d" in model:
+        model["rope_2d"] = encoder_config.get("rope_2d", False)
 
 
 def run_config_name(folder: Path) -> str:
@@ -290,14 +305,13 @@ def run_config_name(folder: Path) -> str:
 
 
 def load_checkpoint(path: str | Path) -> LoadedCheckpoint:
-    """Load (and verify) a checkpoint from a checkpoint or run folder, or a built-in model's name."""
-    from polymask.config import build_run_config
-
+    """Load (and verify) a checkpoint from a checkpoint or run folder, or a built-in model's name: every checksum,
+    the encoder description and the run config (legacy fields upgraded, then validated into ``run_config``)."""
     folder = resolve_checkpoint(path)
     if (folder / FINETUNED_META).is_file():
         raise CheckpointError(f"{folder} is a fine-tuned model, not a pretraining checkpoint; load it with "
                               f"polymask.load_model")
-    verify_checkpoint(folder)
+    manifest = verify_checkpoint(folder)
     weights = _upcast(_load_tensors(folder, "model.safetensors"))
     encoder_meta = read_json_object(folder, "encoder.json")
     config_name = run_config_name(folder)
@@ -308,14 +322,14 @@ def load_checkpoint(path: str | Path) -> LoadedCheckpoint:
     except (KeyError, TypeError, ValueError) as exc:
         raise CheckpointError(f"{folder}/encoder.json: not an encoder description ({_one_line(exc)})") from None
     try:
-        build_run_config(run_config)
+        validated = build_run_config(run_config)
     except ConfigError as exc:
         raise CheckpointError(f"{folder}/{config_name}: {_one_line(exc)}") from None
     try:
         tokenizer = load_tokenizer(folder / "tokenizer.json")
     except DataError as exc:
         raise CheckpointError(_one_line(exc)) from None
-    return LoadedCheckpoint(folder, weights, run_config, encoder_config, vocab_size, tokenizer)
+    return LoadedCheckpoint(folder, weights, run_config, encoder_config, vocab_size, tokenizer, validated, manifest)
 
 
 def _one_line(exc: BaseException) -> str:

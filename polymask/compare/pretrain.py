@@ -6,22 +6,23 @@ from pathlib import Path
 from typing import Any
 
 from polymask.compare.budget import Budget, measure_step_seconds, steps_for
-from polymask.config import build_run_config, merge
+from polymask.config import RunConfig, build_run_config, merge
 from polymask.errors import ConfigError, OutputError
 from polymask.jsonio import make_dir, write_json
 from polymask.training.run_folder import held_run
 from polymask.training.trainer import Trainer, train
 
 
-def run_config(base: dict[str, Any], objective: str, seed: int, run_dir: Path) -> dict[str, Any]:
-    """The base recipe with this run's objective, seed and folder (objective options kept when they match)."""
+def run_config(base: dict[str, Any], objective: str, seed: int, run_dir: Path) -> RunConfig:
+    """The base recipe with this run's objective, seed and folder (objective options kept when they match, else
+    only its mask ratio), validated."""
     base_objective = base.get("objective", {})
     if isinstance(base_objective, str):
         base_objective = {"name": base_objective}
-    options = base_objective if base_objective.get("name") == objective else {"mask_ratio": base_objective.get(
-        "mask_ratio", 0.15)}
-    return merge(base, {"objective": {**options, "name": objective}, "out": str(run_dir),
-                        "train": {"seed": seed, "progress": False}})
+    options = base_objective if base_objective.get("name") == objective else \
+        {key: value for key, value in base_objective.items() if key == "mask_ratio"}
+    return build_run_config(merge(base, {"objective": {**options, "name": objective}, "out": str(run_dir),
+                                         "train": {"seed": seed, "progress": False}}))
 
 
 # A time budget ends on the clock: ``max_steps`` is only a ceiling this far above the probe's estimate
@@ -35,11 +36,13 @@ def _tokens_per_step(trainer: Trainer) -> float:
     return float(lengths.mean()) * train.batch_size * train.grad_accum
 
 
-def plan_steps(raw: dict[str, Any], budget: Budget) -> dict[str, Any]:
+def plan_steps(config: RunConfig, budget: Budget) -> dict[str, Any]:
     """Steps (and, for a time budget, the measured step time) that spend ``budget`` for this run."""
     if budget.kind == "steps":
         return {"steps": int(budget.amount)}
-    probe = Trainer(build_run_config(merge(raw, {"out": str(Path(raw["out"]) / "probe")})))
+    probe_config = config.model_copy(deep=True)
+    probe_config.out = config.out_dir() / "probe"  # assignments are validated
+    probe = Trainer(probe_config)
     tokens_per_step = _tokens_per_step(probe)
     step_seconds = measure_step_seconds(probe) if budget.kind == "time" else 0.0
     return {"steps": steps_for(budget, tokens_per_step, step_seconds), "tokens_per_step": tokens_per_step,
@@ -65,15 +68,14 @@ def pretrain(base: dict[str, Any], objective: str, seed: int, budget: Budget, ou
         elif held_run(run_dir):  # its benchmark cells would be reused for a model they were not computed on
             raise OutputError(f"{run_dir} holds a run pretrained under another budget ({plan['amount']:g} {plan['budget']}, "
                               f"not {budget.amount:g} {budget.kind}); use another --out, or remove {run_dir.parent.parent}")
-    raw = run_config(base, objective, seed, run_dir)
-    plan = {"budget": budget.kind, "amount": budget.amount, **plan_steps(raw, budget)}
-    train_section = raw.setdefault("train", {})
-    warmup = build_run_config(raw).train.warmup_steps
-    train_section.update(max_steps=plan["steps"], warmup_steps=min(warmup, max(1, plan["steps"] // 10)))
+    config = run_config(base, objective, seed, run_dir)
+    plan = {"budget": budget.kind, "amount": budget.amount, **plan_steps(config, budget)}
+    schedule = config.train  # assignments are validated
+    schedule.max_steps, schedule.warmup_steps = plan["steps"], min(schedule.warmup_steps, max(1, plan["steps"] // 10))
     if budget.kind == "time":
         plan["max_steps"] = TIME_BUDGET_STEP_CEILING * plan["steps"]
-        train_section.update(max_time=budget.amount, max_steps=plan["max_steps"])
+        schedule.max_time, schedule.max_steps = budget.amount, plan["max_steps"]
     make_dir(run_dir)
     write_json(plan_file, plan)
-    summary = Trainer(build_run_config(raw), existing="overwrite").fit()  # a start of its own that saved nothing
+    summary = Trainer(config, existing="overwrite").fit()  # a start of its own that saved nothing
     return {**summary, "plan": plan, "reused": False}

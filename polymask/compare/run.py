@@ -12,7 +12,6 @@ from polymask.checkpoints.pretrained import load_checkpoint
 from polymask.compare.budget import Budget
 from polymask.compare.pretrain import pretrain
 from polymask.compare.report import write_compare_report
-from polymask.config import build_run_config
 from polymask.data.corpus import prepare_corpus
 from polymask.errors import ConfigError
 from polymask.jsonio import make_dir, write_text
@@ -39,7 +38,7 @@ def export_heldout(run_dir: Path, out: Path) -> Path:
     if path.is_file():
         return path
     checkpoint = load_checkpoint(run_dir)
-    config = build_run_config(checkpoint.config)
+    config = checkpoint.run_config
     modality = build_modality(config.modality)
     data = config.data
     corpus = prepare_corpus(modality, checkpoint.tokenizer, data.corpus_paths() or modality.corpus_paths(), column=data.column,

@@ -35,10 +35,16 @@ class Batch:
         return replace(self, input_ids=self.input_ids.to(device, non_blocking=True), attention_mask=mask)
 
 
+def round_up(count: int, multiple: int) -> int:
+    """``count`` rounded up to a multiple of ``multiple``: the one rule that bounds tensor shapes
+    (``train.shape_multiple``: batch widths, MAE-LM's visible widths, the rows an LM head scores)."""
+    return -(-count // multiple) * multiple
+
+
 def collate(sequences: Sequence[Sequence[int]], pad_id: int, multiple: int = 1) -> Batch:
     """Right-pad sequences to the longest one, rounded up to a ``multiple`` of tokens."""
     lengths = np.fromiter((len(s) for s in sequences), dtype=np.int64, count=len(sequences))
-    width = -(-int(lengths.max()) // multiple) * multiple
+    width = round_up(int(lengths.max()), multiple)
     ids = np.full((len(sequences), width), pad_id, dtype=np.int64)
     for row, sequence in enumerate(sequences):
         ids[row, :len(sequence)] = sequence

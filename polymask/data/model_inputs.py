@@ -20,7 +20,7 @@ from polymask.data.records import normalize_record
 from polymask.errors import ConfigError, InvalidRecord
 from polymask.modalities.base import Modality
 from polymask.runtime import autocast, progress_bar
-from polymask.tokenization import SpecialIds
+from polymask.tokenization import SpecialIds, cut_to_max_len
 
 #: One record: its input strings (one, or two for a pair task), or None when it could not even be read.
 Inputs = tuple[str, ...] | None
@@ -100,7 +100,7 @@ def encode_records(inputs: Sequence[Inputs], reasons: Sequence[str | None], moda
             if modality.overflow == "skip" and not modality.packed:
                 reasons[index] = f"{len(ids)} tokens, more than the model's max_len {max_len}"
                 continue
-            ids = ids[:max_len - 1] + [specials.sep]
+            ids = cut_to_max_len(ids, max_len, specials.sep)
             encoded.truncated += 1
         encoded.unknown += specials.unk in ids
         encoded.ids[index] = ids

@@ -11,7 +11,6 @@ import torch
 from polymask.builtin_models import CARD, FACTS, STORAGE_DTYPES, check_name
 from polymask.checkpoints.atomic import staged_folder
 from polymask.checkpoints.pretrained import MANIFEST, LoadedCheckpoint, load_checkpoint, write_manifest
-from polymask.config import build_run_config
 from polymask.errors import CheckpointError, OutputError
 from polymask.export.model_card import CardFacts, card_facts
 from polymask.jsonio import write_json, write_text
@@ -38,7 +37,7 @@ def stored_weights(weights: dict[str, torch.Tensor], dtype: str) -> dict[str, to
 def builtin_facts(checkpoint: LoadedCheckpoint, dtype: str, corpus: str | None, step: int | None) -> dict[str, Any]:
     """What ``builtin.json`` states: modality, objective, corpus, the encoder's parameters, storage, step and
     pretraining tokens."""
-    config = build_run_config(checkpoint.config)
+    config = checkpoint.run_config
     paths = config.data.paths
     return {
         "modality": config.modality.name, "objective": config.objective.name,

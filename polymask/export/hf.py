@@ -162,7 +162,7 @@ def export_checkpoint(path: Path, out: Path, overwrite: bool = False) -> ExportR
     """Export the pretrained checkpoint at ``path`` (a run or checkpoint folder) to the folder ``out``."""
     checkpoint = load_checkpoint(path)
     objective = checkpoint.build_objective().eval()
-    max_len = int(checkpoint.config.get("data", {}).get("max_len", 512))
+    max_len = checkpoint.run_config.data.max_len
     return write_export(out, objective.encoder, checkpoint.tokenizer, max_len, card_facts(checkpoint),
                         sample_batch(checkpoint, max_len), objective, overwrite=overwrite)
 

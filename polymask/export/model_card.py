@@ -58,22 +58,20 @@ def _validation_at(run_dir: Path | None, step: int | None) -> dict[str, Any]:
 
 def card_facts(checkpoint: LoadedCheckpoint) -> CardFacts:
     """Facts for the card of a pretrained checkpoint."""
-    config = checkpoint.config
-    data = config.get("data", {})
-    paths = data.get("paths") or []
-    manifest = json.loads((checkpoint.folder / "manifest.json").read_text())
-    step = manifest.get("step")
+    config = checkpoint.run_config
+    paths = config.data.paths
+    step = checkpoint.step
     run_dir = _run_dir(checkpoint.folder)
     summary_path = None if run_dir is None else run_dir / "summary.json"
     summary = json.loads(summary_path.read_text()) if summary_path is not None and summary_path.is_file() else {}
+    recorded = {"mode": "json", "exclude_unset": True}  # the options the checkpoint states, as it states them
     return CardFacts(
-        source=str(checkpoint.folder), modality=config["modality"], objective=config["objective"],
-        encoder=checkpoint.encoder_config.model_dump(mode="json"),
-        data=", ".join(f"`{Path(p).name}`" for p in paths) if paths else
-        f"the built-in {config['modality']['name']} corpus of polymask (polymask/corpora/)",
-        max_len=int(data.get("max_len", 512)), vocab_size=checkpoint.vocab_size, step=step,
-        max_steps=config.get("train", {}).get("max_steps"), validation=_validation_at(run_dir, step),
-        records=summary.get("records"))
+        source=str(checkpoint.folder), modality=config.modality.model_dump(**recorded),
+        objective=config.objective.model_dump(**recorded), encoder=checkpoint.encoder_config.model_dump(mode="json"),
+        data=", ".join(f"`{path.name}`" for path in paths) if paths else
+        f"the built-in {config.modality.name} corpus of polymask (polymask/corpora/)",
+        max_len=config.data.max_len, vocab_size=checkpoint.vocab_size, step=step,
+        max_steps=config.train.max_steps, validation=_validation_at(run_dir, step), records=summary.get("records"))
 
 
 def _options(config: dict[str, Any]) -> str:

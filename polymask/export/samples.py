@@ -9,6 +9,7 @@ from tokenizers import Tokenizer
 
 from polymask.checkpoints.pretrained import LoadedCheckpoint
 from polymask.errors import DataError, InvalidRecord
+from polymask.tokenization import cut_to_max_len
 
 if TYPE_CHECKING:
     from polymask.modalities.base import Modality
@@ -18,10 +19,9 @@ def sample_texts(checkpoint: LoadedCheckpoint, count: int = 8, scan: int = 200) 
     """``count`` tokenizer inputs of varied lengths from the first ``scan`` valid records of the corpus the
     checkpoint was trained on (its data paths; the modality's built-in corpus when it has none or they are
     not on this machine, as for a built-in model); [] when unreadable."""
-    from polymask.config import build_run_config
     from polymask.modalities import build_modality
 
-    config = build_run_config(checkpoint.config)
+    config = checkpoint.run_config
     modality = build_modality(config.modality)
     try:
         paths = config.data.corpus_paths()
@@ -64,8 +64,7 @@ def sample_records(modality: "Modality", paths: list[Path], column: str | None =
 def encode_padded(tokenizer: Tokenizer, texts: list[str], max_len: int) -> dict[str, torch.Tensor]:
     """input_ids and attention_mask (B, L), right-padded; over-long inputs cut to ``max_len`` ending in [SEP]."""
     pad, sep = tokenizer.token_to_id("[PAD]"), tokenizer.token_to_id("[SEP]")
-    rows = [ids if len(ids) <= max_len else ids[:max_len - 1] + [sep]
-            for ids in (encoding.ids for encoding in tokenizer.encode_batch(texts))]
+    rows = [cut_to_max_len(encoding.ids, max_len, sep) for encoding in tokenizer.encode_batch(texts)]
     width = max(len(ids) for ids in rows)
     input_ids = torch.tensor([ids + [pad] * (width - len(ids)) for ids in rows])
     attention_mask = torch.tensor([[1] * len(ids) + [0] * (width - len(ids)) for ids in rows])

@@ -15,7 +15,7 @@ import torch.nn.functional as F
 from pydantic import Field
 from torch import Tensor, nn
 
-from polymask.data.batching import Batch
+from polymask.data.batching import Batch, round_up
 from polymask.data.masking import maskable_positions, sample_mask
 from polymask.model.encoder import Encoder
 from polymask.model.layers import gelu
@@ -23,10 +23,14 @@ from polymask.schema import ComponentConfig
 from polymask.tokenization import SpecialIds
 
 
+#: The mask ratio an objective uses unless its config says otherwise (``ObjectiveConfig.mask_ratio``).
+MASK_RATIO = 0.15
+
+
 class ObjectiveConfig(ComponentConfig):
     """Options shared by every objective."""
 
-    mask_ratio: float = Field(0.15, gt=0, lt=1, description="fraction of maskable tokens selected per sequence")
+    mask_ratio: float = Field(MASK_RATIO, gt=0, lt=1, description="fraction of maskable tokens selected per sequence")
 
 
 @dataclass
@@ -69,6 +73,9 @@ class Objective(nn.Module):
     - ``masked_log_probs``: its prediction at masked positions (``polymask analyze semantics``, ``compare``);
     - ``rank_inputs``: the inputs whose per-layer effective rank ``polymask analyze rank`` measures;
     - ``lm_export`` and ``fill_mask_note``: what ``polymask export`` carries for ``AutoModelForMaskedLM``.
+
+    ``build_objective`` constructs one as ``cls(config, encoder, specials, mask_span, shape_multiple)``; a subclass
+    that adds modules takes the same arguments and passes them on.
     """
 
     Config: ClassVar[type[ObjectiveConfig]] = ObjectiveConfig
@@ -84,14 +91,15 @@ class Objective(nn.Module):
     #: The model card's sentence on what fill-mask means for this objective.
     fill_mask_note: ClassVar[str] = ""
 
-    def __init__(self, config: ObjectiveConfig, encoder: Encoder, specials: SpecialIds, mask_span: int = 1) -> None:
+    def __init__(self, config: ObjectiveConfig, encoder: Encoder, specials: SpecialIds, mask_span: int = 1,
+                 shape_multiple: int = 1) -> None:
         super().__init__()
         self.config = config
         self.encoder = encoder
         self.specials = specials
         self.mask_span = mask_span
-        #: rows and widths are padded to multiples of this (``train.shape_multiple``; set by the trainer)
-        self.shape_multiple = 1
+        #: rows and widths are padded to multiples of this (``train.shape_multiple``, as the trainer resolved it)
+        self.shape_multiple = shape_multiple
         self.register_buffer("special_ids", torch.tensor(specials.all), persistent=False)
         pool = [i for i in range(encoder.vocab_size) if i not in set(specials.all)]
         self.register_buffer("random_pool", torch.tensor(pool), persistent=False)
@@ -110,14 +118,17 @@ class Objective(nn.Module):
 
     @classmethod
     def encoder_overrides(cls, config: ObjectiveConfig) -> dict[str, Any]:
-        """Encoder settings this objective needs (e.g. ExLM's 2D positions)."""
-        return {}
+        """Encoder settings this objective decides (``RunConfig`` derives ``model.*`` from them): one-dimensional
+        rotary positions, unless an objective says otherwise (ExLM's ``rope_2d``)."""
+        return {"rope_2d": False}
 
-    def select(self, batch: Batch, generator: torch.Generator) -> Tensor:
-        """The positions (B, L) this objective masks: ``mask_ratio`` of the maskable tokens, in spans of
-        ``mask_span`` (what happens to them — corrupted, removed, expanded — is the objective's business)."""
+    def select(self, batch: Batch, generator: torch.Generator, mask_ratio: float | None = None) -> Tensor:
+        """The positions (B, L) this objective masks: ``mask_ratio`` of the maskable tokens (default: the config's),
+        in spans of ``mask_span`` (what happens to them — corrupted, removed, expanded — is the objective's
+        business)."""
         maskable = maskable_positions(batch.input_ids, self.special_ids)
-        return sample_mask(maskable, self.config.mask_ratio, generator, self.mask_span)
+        ratio = self.config.mask_ratio if mask_ratio is None else mask_ratio
+        return sample_mask(maskable, ratio, generator, self.mask_span)
 
     def forward(self, batch: Batch, generator: torch.Generator) -> ObjectiveOutput:
         raise NotImplementedError
@@ -127,7 +138,7 @@ class Objective(nn.Module):
         dropped again): a bounded set of shapes, whose kernels bf16 on CPU caches per shape. ``shape_multiple`` 1:
         the rows as they are."""
         count, multiple = rows.shape[0], 8 * self.shape_multiple if self.shape_multiple > 1 else 1
-        padded = -(-count // multiple) * multiple
+        padded = round_up(count, multiple)
         if padded != count:
             rows = torch.cat([rows, rows.new_zeros(padded - count, rows.shape[1])])
         return self.head(rows)[:count]

@@ -84,8 +84,9 @@ class ExLM(Objective):
                       "transition scorer is not exported. Treat fill-mask scores as indicative only; the encoder "
                       "(`AutoModel`), which is what ExLM fine-tuning uses, is exact.")
 
-    def __init__(self, config: ExLMConfig, encoder: Encoder, specials: SpecialIds, mask_span: int = 1) -> None:
-        super().__init__(config, encoder, specials, mask_span)
+    def __init__(self, config: ExLMConfig, encoder: Encoder, specials: SpecialIds, mask_span: int = 1,
+                 shape_multiple: int = 1) -> None:
+        super().__init__(config, encoder, specials, mask_span, shape_multiple)
         if encoder.config.rope_2d != config.rope_2d:
             raise ValueError(f"ExLM with rope_2d={config.rope_2d} needs an encoder built with the same setting")
         d_model = encoder.config.d_model

@@ -44,8 +44,9 @@ class MAELM(Objective):
                       "shallow decoder and head reconstruct them. `AutoModel` gives the encoder alone, the part to "
                       "fine-tune.")
 
-    def __init__(self, config: MAELMConfig, encoder: Encoder, specials: SpecialIds, mask_span: int = 1) -> None:
-        super().__init__(config, encoder, specials, mask_span)
+    def __init__(self, config: MAELMConfig, encoder: Encoder, specials: SpecialIds, mask_span: int = 1,
+                 shape_multiple: int = 1) -> None:
+        super().__init__(config, encoder, specials, mask_span, shape_multiple)
         enc = encoder.config
         width = config.decoder_width or enc.d_model
         heads = config.decoder_heads or max(1, width // (enc.d_model // enc.n_heads))

@@ -35,8 +35,9 @@ class MaskedLM(Objective):
     fill_mask_note = ("the MLM head the encoder was pretrained with, on the encoder's output: fill-mask is the "
                       "pretrained model's own prediction.")
 
-    def __init__(self, config: MLMConfig, encoder: Encoder, specials: SpecialIds, mask_span: int = 1) -> None:
-        super().__init__(config, encoder, specials, mask_span)
+    def __init__(self, config: MLMConfig, encoder: Encoder, specials: SpecialIds, mask_span: int = 1,
+                 shape_multiple: int = 1) -> None:
+        super().__init__(config, encoder, specials, mask_span, shape_multiple)
         self.head = LMHead(encoder.config.d_model, encoder.embed, encoder.config.norm_eps, encoder.config.activation)
 
     def corrupt(self, batch: Batch, generator: torch.Generator) -> tuple[torch.Tensor, torch.Tensor]:

@@ -11,6 +11,8 @@ from dataclasses import dataclass
 import torch
 from torch import Tensor
 
+from polymask.data.batching import round_up
+
 
 @dataclass
 class Compacted:
@@ -26,7 +28,7 @@ def compact_visible(input_ids: Tensor, visible: Tensor, pad_id: int, multiple: i
     """Keep the ``visible`` (B, L) positions of ``input_ids``, each at its original position id; the width is
     rounded up to a ``multiple`` (at most L)."""
     counts = visible.sum(dim=1)
-    width = min(-(-max(int(counts.max()), 1) // multiple) * multiple, input_ids.shape[1])
+    width = min(round_up(max(int(counts.max()), 1), multiple), input_ids.shape[1])
     order = (~visible).to(torch.int8).argsort(dim=1, stable=True)[:, :width]  # visible first, in order
     valid = torch.arange(width, device=input_ids.device)[None, :] < counts[:, None]
     ids = input_ids.gather(1, order).masked_fill(~valid, pad_id)

@@ -26,11 +26,13 @@ T = TypeVar("T")
 
 @dataclass(frozen=True)
 class DistributedContext:
-    """Rank and world size of this process (a single process is rank 0 of 1)."""
+    """Rank and world size of this process (a single process is rank 0 of 1); ``owns_group``: this context
+    initialised the process group, and ``close`` destroys it."""
 
     rank: int = 0
     world_size: int = 1
     local_rank: int = 0
+    owns_group: bool = False
 
     @property
     def enabled(self) -> bool:
@@ -56,6 +58,11 @@ class DistributedContext:
         """This rank's (global index, micro-batch) pairs among one step's W x grad_accum micro-batches."""
         return [(index, micro_batches[index]) for index in range(self.rank, grad_accum * self.world_size, self.world_size)]
 
+    def close(self) -> None:
+        """Destroy the process group if this context initialised it (a group the caller made is the caller's)."""
+        if self.owns_group:
+            shutdown()
+
 
 def init_distributed(device_name: str, timeout_s: float) -> DistributedContext:
     """Join the process group torchrun describes in the environment (no-op for a single process); a collective
@@ -67,11 +74,12 @@ def init_distributed(device_name: str, timeout_s: float) -> DistributedContext:
     use_cuda = torch.cuda.is_available() and device_name != "cpu"
     if use_cuda:
         torch.cuda.set_device(local_rank)
-    if not dist.is_initialized():
+    owns_group = not dist.is_initialized()
+    if owns_group:
         timeout = datetime.timedelta(seconds=timeout_s)
         dist.init_process_group(backend="nccl" if use_cuda else "gloo", timeout=timeout, store=_attempt_store(timeout),
                                 rank=rank, world_size=world_size)
-    return DistributedContext(rank, world_size, local_rank)
+    return DistributedContext(rank, world_size, local_rank, owns_group)
 
 
 def _attempt_store(timeout: datetime.timedelta) -> dist.Store | None:
@@ -111,5 +119,6 @@ def wrap_model(model: nn.Module, context: DistributedContext, device: torch.devi
 
 
 def shutdown() -> None:
+    """Destroy the default process group, if there is one (at the end of a distributed run)."""
     if dist.is_available() and dist.is_initialized():
         dist.destroy_process_group()

@@ -27,6 +27,7 @@ from tokenizers import Tokenizer
 from torch.distributed.checkpoint.state_dict import StateDictOptions, get_state_dict, set_state_dict
 
 from polymask.checkpoints.pretrained import (
+    LoadedCheckpoint,
     checkpoint_folder,
     load_checkpoint,
     optimizer_state_from,
@@ -43,7 +44,7 @@ from polymask.jsonio import make_dir
 from polymask.locks import FolderLock, lock_run_folder
 from polymask.modalities import build_modality
 from polymask.model.encoder import Encoder
-from polymask.objectives import OBJECTIVES
+from polymask.objectives import build_objective
 from polymask.runtime import (
     autocast,
     precision_used,
@@ -91,7 +92,7 @@ class StepResult(NamedTuple):
     padded_tokens: int
 
 
-def shape_multiple(train_config: TrainConfig, device: torch.device) -> int:
+def resolve_shape_multiple(train_config: TrainConfig, device: torch.device) -> int:
     """``train.shape_multiple``, or its default: 16 under bf16 autocast on a CPU (whose kernels are cached per
     shape, growing resident memory with every new batch shape), else 1."""
     if train_config.shape_multiple is not None:
@@ -107,14 +108,13 @@ class Trainer:
         self.config = config
         train_config = config.train
         self.dist = init_distributed(train_config.device, train_config.dist_timeout)
-        require(train_config.report_to, "train.report_to")  # a missing package fails now, before the corpus is read
         self.run_dir = run_dir or config.out_dir()
         self.run_lock: FolderLock | None = None
-        if self.dist.is_main:
-            make_dir(self.run_dir)
-            self.run_lock = lock_run_folder(self.run_dir)
         try:
+            require(train_config.report_to, "train.report_to")  # a missing package fails now, before the corpus is read
             if self.dist.is_main:
+                make_dir(self.run_dir)
+                self.run_lock = lock_run_folder(self.run_dir)
                 claim_run_folder(self.run_dir, existing)
             self._build(data, tokenizer)
         except BaseException:
@@ -136,11 +136,11 @@ class Trainer:
         self.specials = SpecialIds.of(self.tokenizer)
         self._prepare_data(data)
 
-        objective_cls = OBJECTIVES.get(config.objective.name)
-        encoder_config = config.model.model_copy(update=objective_cls.encoder_overrides(config.objective))
-        self.encoder = Encoder(encoder_config, self.tokenizer.get_vocab_size())
-        self.model = objective_cls(config.objective, self.encoder, self.specials, self.modality.mask_span).to(self.device)
-        self.model.shape_multiple = shape_multiple(train_config, self.device)
+        #: every batch width (and what the objective pads) is rounded up to a multiple of this
+        self.shape_multiple = resolve_shape_multiple(train_config, self.device)
+        self.encoder = Encoder(config.model, self.tokenizer.get_vocab_size())  # model.rope_2d is the objective's
+        self.model = build_objective(config.objective, self.encoder, self.specials, self.modality.mask_span,
+                                     self.shape_multiple).to(self.device)
         if train_config.absent_token_bias is not None and self.train_token_counts is not None:
             self.model.lower_absent_tokens(self.train_token_counts, train_config.absent_token_bias)
         if train_config.compile:
@@ -158,9 +158,11 @@ class Trainer:
         self._in_step = False  # True from a step's first batch until its state advances: an interrupt saves nothing
 
     def close(self) -> None:
-        """Release the run folder (done by ``fit``; for a trainer that is never fitted)."""
+        """Release the run folder and leave the process group this trainer joined (done by ``fit``; for a trainer
+        that is never fitted)."""
         if self.run_lock is not None:
             self.run_lock.release()
+        self.dist.close()
 
     def _prepare_data(self, data: Dataset | None) -> None:
         """Set ``batches`` (the training stream), ``valid_store``, ``corpus_report``, ``skipped_file`` and
@@ -212,7 +214,7 @@ class Trainer:
     # -- data -------------------------------------------------------------------------------------
     def device_batch(self, sequences: Sequence[Sequence[int]]) -> Batch:
         """Token sequences as one padded ``Batch`` on the trainer's device, as a step or ``evaluate()`` sees them."""
-        batch = collate(sequences, self.specials.pad, self.model.shape_multiple)
+        batch = collate(sequences, self.specials.pad, self.shape_multiple)
         if self.device.type == "cuda":
             batch = batch.pin_memory()
         return batch.to(self.device)
@@ -308,9 +310,10 @@ class Trainer:
         self.last_checkpoint, self.last_saved_step = checkpoint_folder(self.run_dir, self.state.step), self.state.step
         return self.last_checkpoint
 
-    def restore(self, path: Path) -> None:
-        checkpoint = load_checkpoint(path)
-        saved = build_run_config(checkpoint.config)
+    def restore(self, checkpoint: LoadedCheckpoint) -> None:
+        """Continue from ``checkpoint`` (of this run: the same modality, objective and encoder): its weights,
+        optimizer moments, data position, RNG states and collapse alarms."""
+        saved = checkpoint.run_config
         for section in ("modality", "objective", "model"):
             if getattr(saved, section) != getattr(self.config, section):
                 raise CheckpointError(f"cannot resume {checkpoint.folder}: its '{section}' config differs from this run's")
@@ -547,22 +550,24 @@ class Trainer:
 
 
 def train(config: RunConfig | dict[str, Any] | None = None, *, data: Dataset | None = None,
-          resume: str | Path | None = None, overwrite: bool = False) -> dict[str, Any]:
+          resume: str | Path | LoadedCheckpoint | None = None, overwrite: bool = False) -> dict[str, Any]:
     """Pretrain an encoder; returns the run summary (also written to ``<out>/summary.json``).
 
     ``config``: a ``RunConfig`` or a raw dict (validated); with ``resume`` and no config, the
     checkpoint's own config is used. ``data``: a ``datasets.Dataset`` instead of corpus files.
-    A folder that already holds a run is refused unless ``resume`` (a run or checkpoint folder) or
-    ``overwrite`` (its run files are removed first). ``resume="auto"``: resume the config's ``out``
+    A folder that already holds a run is refused unless ``resume`` (a run or checkpoint folder, or a checkpoint
+    already loaded with ``load_checkpoint``) or ``overwrite`` (its run files are removed first).
+    ``resume="auto"``: resume the config's ``out``
     folder from its latest checkpoint if it has one, return a finished run's summary untouched, and
     otherwise start the run (safe in a job script that is run again and again).
     Under ``torchrun`` the summary is returned on rank 0 (other ranks return an empty dict).
     """
     existing: Existing = "overwrite" if overwrite else "refuse"
-    if resume is not None and str(resume) == "auto":
+    if config is not None and not isinstance(config, RunConfig):
+        config = build_run_config(config)
+    if isinstance(resume, (str, Path)) and str(resume) == "auto":
         if config is None:
             raise ConfigError("resume='auto' needs the run's config (the out folder to look in)")
-        config = config if isinstance(config, RunConfig) else build_run_config(config)
         finished = finished_summary(config.out_dir(), config.train.max_steps)
         if finished is not None:
             print(f"polymask: {config.out_dir()} is finished (step {finished['steps']:,} of {config.train.max_steps:,}); "
@@ -571,20 +576,22 @@ def train(config: RunConfig | dict[str, Any] | None = None, *, data: Dataset | N
         resume = resume_point(config.out_dir())
         if resume is None:
             existing = "overwrite"  # files without a checkpoint: a start that saved nothing, begun again
+    checkpoint = resume if isinstance(resume, LoadedCheckpoint) or resume is None else load_checkpoint(Path(resume))
     run_dir, tokenizer = None, None
-    if resume is not None:
-        checkpoint_config = load_checkpoint(Path(resume))
-        run_dir = checkpoint_config.run_dir()
-        tokenizer = checkpoint_config.tokenizer  # the one it was trained with, whatever the built-in is now
+    if checkpoint is not None:
+        run_dir = checkpoint.run_dir()
+        tokenizer = checkpoint.tokenizer  # the one it was trained with, whatever the built-in is now
         if config is None:
-            config = checkpoint_config.config
-            config["train"]["stop_after_steps"] = None  # a per-invocation limit, not part of the run
+            config = checkpoint.run_config.model_copy(deep=True)
+            config.train.stop_after_steps = None  # a per-invocation limit, not part of the run (assignment validated)
     if config is None:
         raise ValueError("train() needs a config (or resume=DIR)")
-    if not isinstance(config, RunConfig):
-        config = build_run_config(config)
     trainer = Trainer(config, data=data, run_dir=run_dir, tokenizer=tokenizer,
-                      existing="resume" if resume is not None else existing)
-    if resume is not None:
-        trainer.restore(Path(resume))
+                      existing="resume" if checkpoint is not None else existing)
+    if checkpoint is not None:
+        try:
+            trainer.restore(checkpoint)
+        except BaseException:
+            trainer.close()
+            raise
     return trainer.fit()
