@@ -45,9 +45,8 @@ def run_one(modality: str, objective: str, overrides: list[str], run_dir: Path) 
         for assignment in RECIPE + overrides:
             apply_override(raw, assignment)
         summary = train(build_run_config(raw))
-    config = build_run_config(load_checkpoint(run_dir).config)
-    corpus = build_modality(config.modality).corpus_paths()
-    ranks = measure_checkpoint(run_dir, corpus, 0.9, 0.15, 0, 32, 300, 4096)
+    corpus = build_modality(load_checkpoint(run_dir).run_config.modality).corpus_paths()
+    ranks = measure_checkpoint(run_dir, corpus, 0.9, None, 0, 32, 300, 4096)
     per_layer = [row["variance_rank"] for row in ranks["layers"] if row["kind"] == "unmasked"]
     accuracy, unigram = summary["final_val_accuracy"], summary["unigram_accuracy"]
     return {"modality": modality, "objective": objective, "overrides": overrides, "val_accuracy": accuracy,

@@ -20,7 +20,6 @@ LEGACY_RUN = Path(__file__).parent / "data" / "legacy_run"  # SMILES MLM, tiny, 
 def test_a_checkpoint_from_before_the_embedding_norm_loads_without_it():
     checkpoint = load_checkpoint(LEGACY_RUN)
     assert checkpoint.encoder_config.embed_norm is False
-    assert checkpoint.config["model"]["embed_norm"] is False
     assert checkpoint.run_config.model.embed_norm is False  # validated once, with the legacy upgrade
     assert checkpoint.step == 2 and checkpoint.run_config.data.max_len == 64
     encoder = checkpoint.build_encoder().eval()
@@ -34,7 +33,7 @@ def test_a_checkpoint_from_before_polymask_json_loads_its_config_json_and_embeds
     folder = LEGACY_RUN / "checkpoints" / "step-000002"
     assert (folder / "config.json").is_file() and not (folder / "polymask.json").exists()
     checkpoint = polymask.load_checkpoint(LEGACY_RUN)  # the public loader embeds
-    assert checkpoint.config["objective"]["name"] == "mlm"
+    assert checkpoint.run_config.objective.name == "mlm"
     vectors = checkpoint.embed(["CCO", "C1CC", "c1ccccc1"])
     assert vectors.shape == (3, 64) and np.isnan(vectors[1]).all() and np.isfinite(vectors[[0, 2]]).all()
 
@@ -42,7 +41,7 @@ def test_a_checkpoint_from_before_polymask_json_loads_its_config_json_and_embeds
 def test_a_legacy_run_resumes(tmp_path):
     run = tmp_path / "legacy"
     shutil.copytree(LEGACY_RUN, run)
-    config = load_checkpoint(run).config
+    config = load_checkpoint(run).run_config.model_dump(mode="json")
     config["train"].update(max_steps=4, progress=False, threads=1)
     config["out"] = str(run)
     summary = train(build_run_config(config), resume=run)

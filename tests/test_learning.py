@@ -16,7 +16,6 @@ import torch
 
 from polymask.analysis.masked_inputs import masked_batches
 from polymask.checkpoints.pretrained import load_checkpoint
-from polymask.config import build_run_config
 from polymask.modalities import build_modality
 from polymask.training.trainer import train
 
@@ -77,10 +76,10 @@ def context_effect(run: Path, sequences: int = 64) -> float:
     after every visible token next to a masked one is replaced by another (non-special) token."""
     checkpoint = load_checkpoint(run)
     objective = checkpoint.build_objective().eval()
-    corpus = build_modality(build_run_config(checkpoint.config).modality).corpus_paths()
+    corpus = build_modality(checkpoint.run_config.modality).corpus_paths()
     generator = torch.Generator().manual_seed(0)
     distances = []
-    for batch, selected in masked_batches(checkpoint, objective, corpus, 0.15, 0, 16, sequences):
+    for batch, selected in masked_batches(checkpoint, objective, corpus, None, 0, 16, sequences):
         before = objective.masked_log_probs(batch, selected).exp()
         neighbours = (selected.roll(1, dims=1) | selected.roll(-1, dims=1)) & ~selected
         neighbours &= ~torch.isin(batch.input_ids, objective.special_ids)

@@ -221,13 +221,11 @@ def verify_checkpoint(folder: Path) -> dict[str, Any]:
 
 @dataclass
 class LoadedCheckpoint:
-    """A verified checkpoint, read once: its weights, its validated run config (``run_config``; ``config`` is the
-    same as the raw JSON dict, legacy fields upgraded, for readers that have not moved to ``run_config`` yet), the
-    encoder it holds, its tokenizer, and its manifest (``step``: the step it was saved at)."""
+    """A verified checkpoint, read once: its weights, its validated run config (``run_config``, legacy fields
+    upgraded), the encoder it holds, its tokenizer, and its manifest (``step``: the step it was saved at)."""
 
     folder: Path
     weights: dict[str, torch.Tensor]
-    config: dict[str, Any]
     encoder_config: EncoderConfig
     vocab_size: int
     tokenizer: Tokenizer
@@ -329,7 +327,7 @@ def load_checkpoint(path: str | Path) -> LoadedCheckpoint:
         tokenizer = load_tokenizer(folder / "tokenizer.json")
     except DataError as exc:
         raise CheckpointError(_one_line(exc)) from None
-    return LoadedCheckpoint(folder, weights, run_config, encoder_config, vocab_size, tokenizer, validated, manifest)
+    return LoadedCheckpoint(folder, weights, encoder_config, vocab_size, tokenizer, validated, manifest)
 
 
 def _one_line(exc: BaseException) -> str:

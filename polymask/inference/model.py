@@ -116,9 +116,7 @@ class PretrainedEncoder(AppliedEncoder):
     """The encoder of a pretraining checkpoint (MLM, MAE-LM or ExLM; the objective's modules dropped)."""
 
     def __init__(self, checkpoint: "LoadedCheckpoint", device: str = "auto") -> None:
-        from polymask.config import build_run_config
-
-        run = build_run_config(checkpoint.config)
+        run = checkpoint.run_config
         modality = modality_from(run.modality.model_dump(mode="json"))
         super().__init__(checkpoint.build_encoder(), checkpoint.tokenizer, modality, run.data.max_len, "mean",
                          [modality.default_columns[0]], device)

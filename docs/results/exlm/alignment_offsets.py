@@ -24,7 +24,7 @@ def main(run: Path, data: Path, sequences: int = 2000) -> None:
     model = checkpoint.build_objective().eval()
     k = model.config.k
     offsets, copies = Counter(), Counter()
-    for batch, selected in masked_batches(checkpoint, model, [data], 0.15, 0, 32, sequences):
+    for batch, selected in masked_batches(checkpoint, model, [data], None, 0, 32, sequences):
         with torch.no_grad():
             path, masked = model.aligned_states(model.score(batch, selected))
         target_index = torch.arange(path.shape[1]).expand_as(path)

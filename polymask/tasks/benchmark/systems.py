@@ -14,7 +14,6 @@ from __future__ import annotations
 
 import importlib
 import importlib.util
-import json
 import time
 from dataclasses import dataclass
 from pathlib import Path
@@ -25,8 +24,7 @@ import torch
 from tokenizers import Tokenizer
 
 from polymask.checkpoints.finetuned import SaveTarget
-from polymask.checkpoints.pretrained import CHECKPOINT_NAME, MANIFEST, load_checkpoint
-from polymask.config import build_run_config
+from polymask.checkpoints.pretrained import CHECKPOINT_NAME, load_checkpoint
 from polymask.errors import ConfigError
 from polymask.modalities import MODALITIES, build_modality
 from polymask.modalities.base import Modality
@@ -101,13 +99,11 @@ def checkpoint_system(path: Path, config: FinetuneConfig) -> System:
     chosen model unless ``config.save_model`` is off."""
     checkpoint = load_checkpoint(path)
     checkpoint.build_objective()  # refuses mismatched or non-finite weights now, not after the task data is read
-    run_config = build_run_config(checkpoint.config)
-    modality = build_modality(run_config.modality)
-    objective = run_config.objective.name
-    pretrained_step = json.loads((checkpoint.folder / MANIFEST).read_text()).get("step")
+    modality = build_modality(checkpoint.run_config.modality)
+    objective = checkpoint.run_config.objective.name
 
     def save_target(model_dir: Path) -> SaveTarget | None:
-        return SaveTarget(model_dir, str(checkpoint.folder.resolve()), objective, pretrained_step) \
+        return SaveTarget(model_dir, str(checkpoint.folder.resolve()), objective, checkpoint.step) \
             if config.save_model else None
 
     step = f" {Path(path).name}" if CHECKPOINT_NAME.fullmatch(Path(path).name) else ""  # one run's checkpoints apart
@@ -122,7 +118,7 @@ def untrained_system(path: Path, config: FinetuneConfig) -> System:
     """The same architecture and tokenizer as the checkpoint at ``path``, randomly initialised (per seed); a
     reference row, so its fine-tuned models are not kept."""
     checkpoint = load_checkpoint(path)
-    modality = build_modality(build_run_config(checkpoint.config).modality)
+    modality = build_modality(checkpoint.run_config.modality)
 
     def fresh_encoder(seed: int) -> Encoder:
         torch.manual_seed(10_000 + seed)

@@ -30,7 +30,7 @@ from polymask.tasks.finetune.loop import fit
 from polymask.tasks.finetune.options import FinetuneConfig
 from polymask.tasks.finetune.saved_meta import finetuned_meta
 from polymask.tasks.metrics.scoring import score
-from polymask.tokenization import SpecialIds
+from polymask.tokenization import SpecialIds, cut_to_max_len
 from polymask.tracking import Reporter
 
 
@@ -48,11 +48,8 @@ def encode_split(split: TaskSplit, modality: Modality, tokenizer: Tokenizer, max
     encodings = tokenizer.encode_batch([p if len(p) == 2 else p[0] for p in prepared])
     sequences, truncated = [], 0
     for encoding in encodings:
-        ids = encoding.ids
-        if len(ids) > max_len:
-            ids = ids[:max_len - 1] + [sep]
-            truncated += 1
-        sequences.append(ids)
+        truncated += len(encoding.ids) > max_len
+        sequences.append(cut_to_max_len(encoding.ids, max_len, sep))
     return EncodedSplit(sequences, split.labels, truncated)
 
 
