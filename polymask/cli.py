@@ -261,9 +261,11 @@ def _add_bench(sub: argparse._SubParsersAction) -> None:
 def _add_export(sub: argparse._SubParsersAction) -> None:
     parser = sub.add_parser(
         "export", help="write a checkpoint as a Hugging Face folder (transformers alone loads it)",
-        description="Write a checkpoint as a Hugging Face folder: config, safetensors weights, tokenizer, model card "
-                    "and the model code (torch + transformers only; load with trust_remote_code=True). The export "
-                    "is checked against polymask's encoder before it is written.")
+        description="Write a checkpoint as a Hugging Face folder: config, safetensors weights, tokenizer and model "
+                    "card. Where transformers has the architecture (an encoder that maps exactly onto ESM), the "
+                    "folder is native and loads with plain AutoModel; otherwise it carries its model code (torch + "
+                    "transformers only) and loads with trust_remote_code=True; the model card says which. The "
+                    "export is checked against polymask's encoder before it is written.")
     parser.add_argument("--checkpoint", type=checkpoint_path, required=True,
                         help="run or checkpoint folder, a built-in model's name (polymask models), or a fine-tuned "
                              "model folder (its task head loads with AutoModelForSequenceClassification)")
