@@ -32,7 +32,7 @@ MIN_RANK = 10
 def run_one(modality: str, objective: str, overrides: list[str], run_dir: Path) -> dict[str, Any]:
     """Pretrain (or reuse) one run and measure it."""
     from polymask.analysis.rank import measure_checkpoint
-    from polymask.checkpoints.pretrained import load_checkpoint
+    from polymask.checkpoints.pretrained import read_checkpoint
     from polymask.config import apply_override, build_run_config
     from polymask.modalities import build_modality
     from polymask.training.trainer import train
@@ -45,7 +45,7 @@ def run_one(modality: str, objective: str, overrides: list[str], run_dir: Path) 
         for assignment in RECIPE + overrides:
             apply_override(raw, assignment)
         summary = train(build_run_config(raw))
-    corpus = build_modality(load_checkpoint(run_dir).run_config.modality).corpus_paths()
+    corpus = build_modality(read_checkpoint(run_dir).run_config.modality).corpus_paths()
     ranks = measure_checkpoint(run_dir, corpus, 0.9, None, 0, 32, 300, 4096)
     per_layer = [row["variance_rank"] for row in ranks["layers"] if row["kind"] == "unmasked"]
     accuracy, unigram = summary["final_val_accuracy"], summary["unigram_accuracy"]

@@ -127,10 +127,10 @@ def cmd_train(args: argparse.Namespace) -> int:
     raw = _run_config_dict(args)
     resume: Any = args.resume
     if args.resume and not auto:
-        from polymask.checkpoints.pretrained import load_checkpoint
+        from polymask.checkpoints.pretrained import read_checkpoint
         from polymask.config import merge
 
-        resume = load_checkpoint(args.resume)  # read and checked once; the trainer continues from this object
+        resume = read_checkpoint(args.resume)  # read and checked once; the trainer continues from this object
         raw = merge(resume.run_config.model_dump(mode="json"), raw)
     config = build_run_config(raw)  # first, so that a wrong field fails before torch is imported
     from polymask.training.trainer import train

@@ -20,11 +20,11 @@ from safetensors.torch import load_file, save_file
 def reference_case(run: Path, folder: Path, max_len: int = 64) -> dict:
     """polymask's hidden states on real records, and the LM head's logits at one masked position per record
     (MAE-LM through its decoder, as in pretraining); written next to ``folder``."""
-    from polymask.checkpoints.pretrained import load_checkpoint
+    from polymask.checkpoints.pretrained import read_checkpoint
     from polymask.data.batching import Batch
     from polymask.export.samples import encode_padded, sample_texts
 
-    checkpoint = load_checkpoint(run)
+    checkpoint = read_checkpoint(run)
     objective = checkpoint.build_objective().eval()
     texts = sample_texts(checkpoint)
     batch = encode_padded(checkpoint.tokenizer, texts, max_len)

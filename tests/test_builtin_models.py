@@ -13,7 +13,7 @@ from safetensors.torch import load_file
 import polymask
 from polymask import builtin_models
 from polymask.builtin_models import CARD, FACTS, PRETRAINED_ENV
-from polymask.checkpoints.pretrained import load_checkpoint
+from polymask.checkpoints.pretrained import read_checkpoint
 from polymask.cli import main
 from polymask.errors import CheckpointError
 from polymask.export.builtin import make_builtin, stored_weights
@@ -45,7 +45,7 @@ def test_made_folder_holds_weights_only_in_float16(zoo, tiny_smiles_run):
          "tokenizer_config.json"])
     assert {tensor.dtype for tensor in load_file(str(folder / "model.safetensors")).values()} == {torch.float16}
     facts = json.loads((folder / FACTS).read_text())
-    original = load_checkpoint(tiny_smiles_run)
+    original = read_checkpoint(tiny_smiles_run)
     assert facts == {"modality": "smiles", "objective": "mlm", "corpus": "300 molecules of the built-in corpus",
                      "parameters": sum(p.numel() for p in original.build_encoder().parameters()),
                      "preset": "tiny", "dtype": "float16", "step": 3,
@@ -71,7 +71,7 @@ def test_models_without_any_says_so_in_one_line(monkeypatch, capsys, tmp_path):
 
 def test_load_by_name_gives_float32_weights(zoo, tiny_smiles_run):
     checkpoint = polymask.load_checkpoint(NAME)
-    original = load_checkpoint(tiny_smiles_run)
+    original = read_checkpoint(tiny_smiles_run)
     assert checkpoint.name == NAME and checkpoint.folder == zoo / NAME
     for key, tensor in original.weights.items():
         assert checkpoint.weights[key].dtype == torch.float32
@@ -83,7 +83,7 @@ def test_an_existing_path_wins_over_a_name(monkeypatch, tmp_path):
     monkeypatch.chdir(tmp_path)
     (tmp_path / NAME).mkdir()
     with pytest.raises(CheckpointError, match="holds no checkpoint"):
-        load_checkpoint(NAME)
+        read_checkpoint(NAME)
 
 
 def test_checksums_still_checked(zoo, monkeypatch, tmp_path):
@@ -94,7 +94,7 @@ def test_checksums_still_checked(zoo, monkeypatch, tmp_path):
         handle.write(b"\x00" if handle.read(1) != b"\x00" else b"\x01")
     monkeypatch.setenv(PRETRAINED_ENV, str(copy))
     with pytest.raises(CheckpointError, match="model.safetensors is corrupt"):
-        load_checkpoint(NAME)
+        read_checkpoint(NAME)
 
 
 def test_unknown_name_is_one_line_naming_the_builtin_ones(capsys):

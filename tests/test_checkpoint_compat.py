@@ -8,7 +8,7 @@ import pytest
 import torch
 
 import polymask
-from polymask.checkpoints.pretrained import load_checkpoint
+from polymask.checkpoints.pretrained import read_checkpoint
 from polymask.config import build_run_config
 from polymask.training.trainer import train
 
@@ -18,7 +18,7 @@ LEGACY_RUN = Path(__file__).parent / "data" / "legacy_run"  # SMILES MLM, tiny, 
 
 
 def test_a_checkpoint_from_before_the_embedding_norm_loads_without_it():
-    checkpoint = load_checkpoint(LEGACY_RUN)
+    checkpoint = read_checkpoint(LEGACY_RUN)
     assert checkpoint.encoder_config.embed_norm is False
     assert checkpoint.run_config.model.embed_norm is False  # validated once, with the legacy upgrade
     assert checkpoint.step == 2 and checkpoint.run_config.data.max_len == 64
@@ -41,12 +41,12 @@ def test_a_checkpoint_from_before_polymask_json_loads_its_config_json_and_embeds
 def test_a_legacy_run_resumes(tmp_path):
     run = tmp_path / "legacy"
     shutil.copytree(LEGACY_RUN, run)
-    config = load_checkpoint(run).run_config.model_dump(mode="json")
+    config = read_checkpoint(run).run_config.model_dump(mode="json")
     config["train"].update(max_steps=4, progress=False, threads=1)
     config["out"] = str(run)
     summary = train(build_run_config(config), resume=run)
     assert summary["steps"] == 4
-    resumed = load_checkpoint(run)
+    resumed = read_checkpoint(run)
     assert resumed.encoder_config.embed_norm is False
     # the new checkpoint names its run config polymask.json, so transformers no longer takes it for its own
     assert (resumed.folder / "polymask.json").is_file() and not (resumed.folder / "config.json").exists()
@@ -68,6 +68,6 @@ def test_an_exlm_checkpoint_whose_run_config_predates_the_objectives_rope_2d_loa
     (folder / "polymask.json").write_text(json.dumps(saved))
     (folder / "manifest.json").unlink()
     write_manifest(folder, {"step": 2})
-    checkpoint = load_checkpoint(tmp_path / "run")
+    checkpoint = read_checkpoint(tmp_path / "run")
     assert checkpoint.run_config.model.rope_2d and checkpoint.encoder_config.rope_2d
     assert checkpoint.build_objective().encoder.config.rope_2d

@@ -11,7 +11,7 @@ import torch
 from conftest import tiny_config
 from torch import Tensor
 
-from polymask.checkpoints.pretrained import load_checkpoint
+from polymask.checkpoints.pretrained import read_checkpoint
 from polymask.cli import main
 from polymask.data.batching import Batch
 from polymask.modalities import MODALITIES
@@ -82,7 +82,7 @@ def test_an_objective_goes_from_pretraining_to_export(objective, modality, toy_o
     config["data"]["max_val_records"] = 16
     assert train(config)["steps"] == 2  # build and train
 
-    checkpoint = load_checkpoint(tmp_path / "run")  # save and load: the whole model comes back
+    checkpoint = read_checkpoint(tmp_path / "run")  # save and load: the whole model comes back
     rebuilt = checkpoint.build_objective().eval()
     assert type(rebuilt) is OBJECTIVES.get(objective)
     assert set(rebuilt.state_dict()) == set(checkpoint.weights)

@@ -12,7 +12,7 @@ from typing import Iterator
 import pytest
 from test_distributed import _metrics, _train_command
 
-from polymask.checkpoints.pretrained import load_checkpoint
+from polymask.checkpoints.pretrained import read_checkpoint
 from polymask.config import TrainConfig, check_run_fields
 from polymask.errors import ConfigError
 
@@ -89,7 +89,7 @@ def _first_checkpoint(run: Path, job: subprocess.Popen, timeout_s: float = 300) 
 
 def _all_checkpoints_load(run: Path) -> list[int]:
     """The steps of the run's checkpoints, each loaded whole (weights, optimizer and trainer state)."""
-    return [load_checkpoint(folder).trainer_state()[0]["state"]["step"]
+    return [read_checkpoint(folder).trainer_state()[0]["state"]["step"]
             for folder in sorted((run / "checkpoints").glob("step-*"))]
 
 
@@ -164,6 +164,6 @@ def test_sigterm_to_torchrun_saves_one_checkpoint_for_all_ranks_and_workers_exit
     lines = [line for line in err.splitlines() if line.startswith("polymask:")]
     assert lines == [f"polymask: SIGTERM: stopped at step {step} (checkpoint {folder}); continue with: "
                      f"polymask train --resume {run}"] * 2, err[-3000:]
-    assert load_checkpoint(run).folder == folder
+    assert read_checkpoint(run).folder == folder
     assert max(_all_checkpoints_load(run)) == step
     assert not list((run / "checkpoints").glob(".tmp-*"))

@@ -6,7 +6,7 @@ import random
 import numpy as np
 import pytest
 
-from polymask.checkpoints.pretrained import load_checkpoint
+from polymask.checkpoints.pretrained import read_checkpoint
 from polymask.cli import main
 from polymask.modalities.dna import Dna, DnaConfig
 from polymask.tasks.benchmark.families.dna import kmer_codes, kmer_logistic_regression, kmer_profiles
@@ -40,7 +40,7 @@ def majority_share(labels: np.ndarray) -> float:
 
 
 def test_finetuned_encoder_beats_the_majority_class_on_splice(tiny_checkpoint, splice):
-    checkpoint = load_checkpoint(tiny_checkpoint)
+    checkpoint = read_checkpoint(tiny_checkpoint)
     result = finetune(splice, checkpoint.build_encoder(), checkpoint.tokenizer, Dna(),
                       FinetuneConfig(epochs=4, lr=2e-3, precision="fp32"), seed=0)
     assert result["n_train"] == 2400 and result["truncated"] == 0
@@ -116,7 +116,7 @@ def test_augmented_finetuning_draws_new_variants_each_epoch_and_never_touches_ev
 
 
 def test_augmented_finetuning_runs_end_to_end(tiny_checkpoint, splice):
-    checkpoint = load_checkpoint(tiny_checkpoint)
+    checkpoint = read_checkpoint(tiny_checkpoint)
     result = finetune(splice, checkpoint.build_encoder(), checkpoint.tokenizer, Dna(),
                       FinetuneConfig(epochs=2, lr=2e-3, precision="fp32", augment=True, max_train_examples=300), seed=0)
     assert result["n_train"] == 300 and result["n_test"] == 300 and result["test"]["mcc"] == result["test"]["mcc"]

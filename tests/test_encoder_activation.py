@@ -5,7 +5,7 @@ from pathlib import Path
 
 import torch
 
-from polymask.checkpoints.pretrained import load_checkpoint
+from polymask.checkpoints.pretrained import read_checkpoint
 from polymask.encoder_config import EncoderConfig, fill_legacy_defaults
 from polymask.model.encoder import Encoder
 from polymask.objectives.mlm import MaskedLM
@@ -28,8 +28,8 @@ def test_new_runs_use_the_exact_gelu_and_the_field_reaches_every_gelu():
 
 
 def test_checkpoints_written_before_the_field_load_with_the_tanh_gelu():
-    assert load_checkpoint(LEGACY_RUN).encoder_config.activation == "gelu_tanh"
-    assert load_checkpoint("smiles-mlm-1.7m").encoder_config.activation == "gelu_tanh"  # a built-in model
+    assert read_checkpoint(LEGACY_RUN).encoder_config.activation == "gelu_tanh"
+    assert read_checkpoint("smiles-mlm-1.7m").encoder_config.activation == "gelu_tanh"  # a built-in model
     saved = {"d_model": 64, "activation": "gelu"}
     assert fill_legacy_defaults(saved) == ["embed_norm"] and saved["activation"] == "gelu"
 

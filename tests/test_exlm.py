@@ -4,7 +4,7 @@ import math
 import pytest
 import torch
 
-from polymask.checkpoints.pretrained import load_checkpoint
+from polymask.checkpoints.pretrained import read_checkpoint
 from polymask.config import build_run_config
 from polymask.data.batching import collate
 from polymask.model import Encoder, EncoderConfig
@@ -32,7 +32,7 @@ def test_validation_loss_falls_on_builtin_smiles(options, tmp_path, make_config)
 
 def test_checkpoint_fine_tunes_as_a_plain_encoder(tmp_path, make_config):
     train(exlm_config(make_config, tmp_path / "run", max_steps=3))
-    checkpoint = load_checkpoint(tmp_path / "run")
+    checkpoint = read_checkpoint(tmp_path / "run")
     assert any(name.startswith("transitions.") for name in checkpoint.weights)
     encoder = checkpoint.build_encoder().eval()
     assert encoder.config.rope_2d  # same rotary frequencies as in pretraining

@@ -10,7 +10,7 @@ import torch
 from conftest import tiny_config
 from hf_roundtrip import reference_case, run_blocked
 
-from polymask.checkpoints.pretrained import load_checkpoint
+from polymask.checkpoints.pretrained import read_checkpoint
 from polymask.cli import main
 from polymask.data.batching import Batch
 from polymask.errors import PolymaskError
@@ -139,7 +139,7 @@ def test_a_fine_tuned_head_exports_with_regression_targets_in_original_units(loa
     """On a legacy (remote-code) encoder and on a native ESM one: the head is remote code either way."""
     from transformers import AutoModel
 
-    checkpoint = load_checkpoint(LEGACY_RUN if run == "legacy" else loaded["root"] / run)
+    checkpoint = read_checkpoint(LEGACY_RUN if run == "legacy" else loaded["root"] / run)
     predictor = SequencePredictor(checkpoint.build_encoder(), 2, "cls").eval()
     torch.nn.init.normal_(predictor.head.weight)
     head = sequence_head(predictor.head.weight, predictor.head.bias, "regression", ["logS", "logP"], "cls", 0.1,
@@ -185,7 +185,7 @@ def test_exlm_export_takes_2d_positions_like_the_expanded_pretraining_input(load
     """The exported ExLM encoder reproduces polymask's on ExLM's expanded input (state indices 1..k), not
     only on plain tokens (state index 0): both rotary sections are laid out as polymask lays them."""
     run = loaded["root"] / "smiles-exlm"
-    checkpoint = load_checkpoint(run)
+    checkpoint = read_checkpoint(run)
     objective = checkpoint.build_objective().eval()
     batch = encode_padded(checkpoint.tokenizer, sample_texts(checkpoint), 64)
     real = batch["attention_mask"].bool()

@@ -5,7 +5,7 @@ import re
 import numpy as np
 import pytest
 
-from polymask.checkpoints.pretrained import load_checkpoint
+from polymask.checkpoints.pretrained import read_checkpoint
 from polymask.cli import main
 from polymask.modalities import MODALITIES
 from polymask.tasks.data.loading import load_task
@@ -27,14 +27,14 @@ def tiny_checkpoint(tmp_path_factory):
 
 
 def test_checkpoint_loads_encoder_without_objective_modules(tiny_checkpoint):
-    checkpoint = load_checkpoint(tiny_checkpoint)
+    checkpoint = read_checkpoint(tiny_checkpoint)
     assert any(name.startswith("head.") for name in checkpoint.weights)
     encoder = checkpoint.build_encoder()
     assert not any(name.startswith("head") for name in encoder.state_dict())
 
 
 def test_finetuned_regression_beats_the_constant_predictor(tiny_checkpoint):
-    checkpoint = load_checkpoint(tiny_checkpoint)
+    checkpoint = read_checkpoint(tiny_checkpoint)
     modality = MODALITIES.get("smiles")()
     task = load_task(load_task_spec("moleculenet/esol"), modality)
     result = finetune(task, checkpoint.build_encoder(), checkpoint.tokenizer, modality,
@@ -45,7 +45,7 @@ def test_finetuned_regression_beats_the_constant_predictor(tiny_checkpoint):
 
 
 def test_finetuned_classifier_beats_chance(tiny_checkpoint):
-    checkpoint = load_checkpoint(tiny_checkpoint)
+    checkpoint = read_checkpoint(tiny_checkpoint)
     modality = MODALITIES.get("smiles")()
     task = load_task(load_task_spec("moleculenet/bbbp"), modality)
     result = finetune(task, checkpoint.build_encoder(), checkpoint.tokenizer, modality,

@@ -16,7 +16,7 @@ import pytest
 from scipy import stats
 from sklearn import metrics as skm
 
-from polymask.checkpoints.pretrained import load_checkpoint
+from polymask.checkpoints.pretrained import read_checkpoint
 from polymask.cli import main
 from polymask.errors import DataError
 from polymask.modalities import MODALITIES
@@ -123,7 +123,7 @@ def test_extra_test_sets_are_scored_at_the_best_epoch(text, tiny_text_checkpoint
     raw = load_task_spec("glue/wnli").model_dump()
     spec = TaskSpec.model_validate({**raw, "extra_test_files": {"again": "WNLI/dev.tsv"}})
     task = load_task(spec, text, EXCERPTS)
-    checkpoint = load_checkpoint(tiny_text_checkpoint)
+    checkpoint = read_checkpoint(tiny_text_checkpoint)
     result = finetune(task, checkpoint.build_encoder(), checkpoint.tokenizer, text,
                       FinetuneConfig(epochs=1, precision="fp32"), seed=0)
     assert result["test"]["again_accuracy"] == result["test"]["accuracy"]
@@ -182,7 +182,7 @@ def test_every_full_glue_task_loads_without_skipping_a_row(text, name, folder):
 @needs_glue
 def test_sst2_fine_tune_beats_the_majority_class(text, tiny_text_checkpoint):
     task = load_task(load_task_spec("glue/sst2"), text, GLUE)
-    checkpoint = load_checkpoint(tiny_text_checkpoint)
+    checkpoint = read_checkpoint(tiny_text_checkpoint)
     result = finetune(task, checkpoint.build_encoder(), checkpoint.tokenizer, text,
                       FinetuneConfig(epochs=3, lr=2e-3, max_train_examples=2000, max_valid_examples=200,
                                      precision="fp32"), seed=0)

@@ -27,7 +27,7 @@ def test_unpadded_batches_run_on_the_flash_kernel():
 
 @pytest.mark.parametrize("objective", ["mlm", "maelm", "exlm"])
 def test_training_steps_on_cuda_lower_the_loss_and_checkpoint_loads_on_cpu(objective, tmp_path):
-    from polymask.checkpoints.pretrained import load_checkpoint
+    from polymask.checkpoints.pretrained import read_checkpoint
     from polymask.training.trainer import train
     from tests.conftest import tiny_config
 
@@ -36,5 +36,5 @@ def test_training_steps_on_cuda_lower_the_loss_and_checkpoint_loads_on_cpu(objec
     config["objective"] = {"name": objective}
     summary = train(config)
     assert summary["device"].startswith("cuda") and summary["final_val_loss"] < (8.0 if objective == "exlm" else 3.0)
-    encoder = load_checkpoint(tmp_path / "run").build_encoder()
+    encoder = read_checkpoint(tmp_path / "run").build_encoder()
     assert next(encoder.parameters()).device.type == "cpu"

@@ -15,7 +15,7 @@ import pytest
 import torch
 
 from polymask.analysis.masked_inputs import masked_batches
-from polymask.checkpoints.pretrained import load_checkpoint
+from polymask.checkpoints.pretrained import read_checkpoint
 from polymask.modalities import build_modality
 from polymask.training.trainer import train
 
@@ -74,7 +74,7 @@ def test_context_reaches_the_prediction_at_a_masked_position(modality: str, obje
 def context_effect(run: Path, sequences: int = 64) -> float:
     """Mean total-variation distance between the predicted distributions at masked positions before and
     after every visible token next to a masked one is replaced by another (non-special) token."""
-    checkpoint = load_checkpoint(run)
+    checkpoint = read_checkpoint(run)
     objective = checkpoint.build_objective().eval()
     corpus = build_modality(checkpoint.run_config.modality).corpus_paths()
     generator = torch.Generator().manual_seed(0)

@@ -2,7 +2,7 @@
 import pytest
 import torch
 
-from polymask.checkpoints.pretrained import load_checkpoint
+from polymask.checkpoints.pretrained import read_checkpoint
 from polymask.config import build_run_config
 from polymask.data.batching import collate
 from polymask.model import Encoder, EncoderConfig
@@ -97,7 +97,7 @@ def test_checkpoint_fine_tunes_without_decoder_weights(tmp_path, make_config):
     config = make_config("smiles", tmp_path / "run", max_steps=3)
     config["objective"] = {"name": "maelm"}
     train(config)
-    checkpoint = load_checkpoint(tmp_path / "run")
+    checkpoint = read_checkpoint(tmp_path / "run")
     assert any(name.startswith("decoder.") for name in checkpoint.weights)
     encoder = checkpoint.build_encoder()
     assert not any("decoder" in name or "head" in name for name in encoder.state_dict())

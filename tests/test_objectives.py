@@ -63,13 +63,13 @@ def test_absent_tokens_start_with_a_low_output_bias_in_every_head():
 def test_a_run_lowers_the_bias_of_the_tokens_its_corpus_never_holds(tmp_path):
     import numpy as np
 
-    from polymask.checkpoints.pretrained import load_checkpoint
+    from polymask.checkpoints.pretrained import read_checkpoint
     from polymask.training.trainer import train
 
     train({"modality": {"name": "smiles"}, "objective": {"name": "maelm"}, "model": {"preset": "tiny"},
            "data": {"max_len": 64}, "train": {"max_steps": 1, "lr": 1e-9, "warmup_steps": 1, "progress": False},
            "out": str(tmp_path / "run")})
-    bias = load_checkpoint(tmp_path / "run").weights["head.bias"].numpy()
+    bias = read_checkpoint(tmp_path / "run").weights["head.bias"].numpy()
     # the built-in SMILES vocabulary spells any bracket atom (504 tokens); its corpus holds about 100 of them
     assert (bias < -9.9).sum() > 300 and (np.abs(bias) < 1e-3).sum() > 80
 

@@ -5,7 +5,7 @@ import pytest
 import torch
 from safetensors.torch import load_file
 
-from polymask.checkpoints.pretrained import load_checkpoint
+from polymask.checkpoints.pretrained import read_checkpoint
 from polymask.errors import CheckpointError, OutputError
 from polymask.training.trainer import train
 
@@ -40,17 +40,17 @@ def test_resume_equals_uninterrupted(tmp_path, make_config, capsys):
 
 def test_missing_and_corrupt_checkpoints_fail_clearly(tmp_path, make_config):
     with pytest.raises(CheckpointError, match="checkpoint not found"):
-        load_checkpoint(tmp_path / "nowhere")
+        read_checkpoint(tmp_path / "nowhere")
     train(make_config("smiles", tmp_path / "run", max_steps=2))
     folder = tmp_path / "run" / "checkpoints" / "step-000002"
     with open(folder / "model.safetensors", "r+b") as handle:
         handle.seek(200)
         handle.write(b"\x00\x01\x02\x03")
     with pytest.raises(CheckpointError, match="model.safetensors is corrupt"):
-        load_checkpoint(tmp_path / "run")
+        read_checkpoint(tmp_path / "run")
     (folder / "manifest.json").unlink()
     with pytest.raises(CheckpointError, match="incomplete checkpoint"):
-        load_checkpoint(folder)
+        read_checkpoint(folder)
 
 
 def test_a_crash_while_saving_keeps_the_previous_checkpoint(tmp_path, make_config, monkeypatch):
@@ -67,7 +67,7 @@ def test_a_crash_while_saving_keeps_the_previous_checkpoint(tmp_path, make_confi
     monkeypatch.setattr(checkpoint_module, "save_weights", crash)
     with pytest.raises(OutputError, match="cannot write .*step-000006: disk full"):
         train(make_config("smiles", tmp_path / "run", max_steps=6), resume=tmp_path / "run")
-    loaded = load_checkpoint(tmp_path / "run")
+    loaded = read_checkpoint(tmp_path / "run")
     assert loaded.folder.name == "step-000003"
     assert not list((tmp_path / "run" / "checkpoints").glob(".tmp-*"))  # the half-written folder is gone
 
@@ -88,7 +88,7 @@ def test_keyboard_interrupt_saves_the_last_finished_step(tmp_path, make_config, 
     with pytest.raises(KeyboardInterrupt, match="SIGINT: stopped at step 3") as stopped:
         train(make_config("smiles", tmp_path / "run", max_steps=10))
     assert stopped.value.exit_code == 130
-    assert load_checkpoint(tmp_path / "run").folder.name == "step-000003"
+    assert read_checkpoint(tmp_path / "run").folder.name == "step-000003"
     summary = json.loads((tmp_path / "run" / "summary.json").read_text())
     assert summary["status"] == "interrupted" and summary["checkpoint_step"] == 3
 
@@ -104,4 +104,4 @@ def test_resuming_with_overrides_reads_and_checks_the_checkpoint_once(tmp_path, 
     monkeypatch.setattr(pretrained, "verify_checkpoint", lambda folder: verified.append(folder) or verify(folder))
     assert main(["train", "--resume", str(run), "--set", "train.stop_after_steps=null"]) == 0
     assert verified == [run / "checkpoints" / "step-000002"]  # the command line's load is the trainer's
-    assert load_checkpoint(run).step == 4
+    assert read_checkpoint(run).step == 4

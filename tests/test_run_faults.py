@@ -18,7 +18,7 @@ from conftest import one_line_error
 from faults import latest_checkpoint, rehash
 from safetensors.torch import load_file, save_file
 
-from polymask.checkpoints.pretrained import load_checkpoint
+from polymask.checkpoints.pretrained import read_checkpoint
 from polymask.cli import main
 from polymask.config import build_run_config
 from polymask.errors import CheckpointError, TrainingDiverged
@@ -183,7 +183,7 @@ def test_a_signal_saves_writes_an_interrupted_summary_and_exits_128_plus_signal(
     summary = json.loads((run / "summary.json").read_text())
     assert summary["status"] == "interrupted" and summary["steps"] >= 2
     assert summary["checkpoint_step"] == summary["steps"]
-    assert load_checkpoint(run).folder.name == f"step-{summary['steps']:06d}"
+    assert read_checkpoint(run).folder.name == f"step-{summary['steps']:06d}"
     last = err.strip().splitlines()[-1]
     assert "Traceback" not in err and f"{signal.Signals(stop).name}: stopped at step" in last
     assert f"polymask train --resume {run}" in last

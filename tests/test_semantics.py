@@ -3,7 +3,7 @@ import gzip
 import json
 import math
 
-from polymask.checkpoints.pretrained import load_checkpoint
+from polymask.checkpoints.pretrained import read_checkpoint
 from polymask.cli import main
 from polymask.resources import builtin_dir
 from polymask.training.trainer import train
@@ -29,7 +29,7 @@ def test_semantics_compares_mlm_and_exlm_on_the_same_masks(tmp_path, make_config
     report = json.loads((out / "semantics.json").read_text())
     assert (out / "semantics.png").stat().st_size > 10_000
     assert report["same_masked_positions"]
-    vocab_size = load_checkpoint(runs["mlm"]).vocab_size
+    vocab_size = read_checkpoint(runs["mlm"]).vocab_size
     mlm, exlm = report["results"]
     assert [mlm["objective"]["name"], exlm["objective"]["name"]] == ["mlm", "exlm"]
     assert mlm["masked_tokens"] == exlm["masked_tokens"] > 48

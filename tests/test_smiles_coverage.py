@@ -7,7 +7,7 @@ from pathlib import Path
 
 import pytest
 
-from polymask.checkpoints.pretrained import load_checkpoint
+from polymask.checkpoints.pretrained import read_checkpoint
 from polymask.cli import main
 from polymask.errors import InvalidRecord
 from polymask.modalities.smiles import Smiles, SmilesConfig
@@ -115,7 +115,7 @@ def test_fast_ids_equal_the_tokenizers_library_ids():
 
 
 def test_a_checkpoint_keeps_the_tokenizer_it_was_trained_with():
-    legacy = load_checkpoint(LEGACY_RUN).tokenizer
+    legacy = read_checkpoint(LEGACY_RUN).tokenizer
     builtin = Smiles().load_tokenizer()
     assert legacy.get_vocab_size() != builtin.get_vocab_size()
     assert legacy.encode("[NaH]", add_special_tokens=False).ids == [legacy.token_to_id("[UNK]")]  # as in 0.1

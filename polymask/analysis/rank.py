@@ -53,10 +53,10 @@ def measure_checkpoint(path: Path, data: list[Path], tau: float, mask_ratio: flo
     """Per-layer ranks of every input kind of one checkpoint (masked at ``mask_ratio``, default its own)."""
     import torch
 
-    from polymask.checkpoints.pretrained import load_checkpoint
+    from polymask.checkpoints.pretrained import read_checkpoint
     from polymask.effective_rank import entropy_rank, singular_values, variance_rank
 
-    checkpoint = load_checkpoint(path)
+    checkpoint = read_checkpoint(path)
     objective = checkpoint.build_objective().eval()
     name = objective.config.name
     kinds = objective.rank_inputs

@@ -34,9 +34,9 @@ def measure_checkpoint(path: Path, data: list[Path], mask_ratio: float | None, s
     """Entropy and top-k accuracy at masked positions of one checkpoint on ``data``."""
     import torch
 
-    from polymask.checkpoints.pretrained import load_checkpoint
+    from polymask.checkpoints.pretrained import read_checkpoint
 
-    checkpoint = load_checkpoint(path)
+    checkpoint = read_checkpoint(path)
     objective = checkpoint.build_objective().eval()
     name = objective.config.name
     if not objective.predicts_masked_tokens():

@@ -302,7 +302,7 @@ def run_config_name(folder: Path) -> str:
         else RUN_CONFIG
 
 
-def load_checkpoint(path: str | Path) -> LoadedCheckpoint:
+def read_checkpoint(path: str | Path) -> LoadedCheckpoint:
     """Load (and verify) a checkpoint from a checkpoint or run folder, or a built-in model's name: every checksum,
     the encoder description and the run config (legacy fields upgraded, then validated into ``run_config``)."""
     folder = resolve_checkpoint(path)

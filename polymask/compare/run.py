@@ -8,7 +8,7 @@ import time
 from pathlib import Path
 from typing import Any
 
-from polymask.checkpoints.pretrained import load_checkpoint
+from polymask.checkpoints.pretrained import read_checkpoint
 from polymask.compare.budget import Budget
 from polymask.compare.pretrain import pretrain
 from polymask.compare.report import write_compare_report
@@ -37,7 +37,7 @@ def export_heldout(run_dir: Path, out: Path) -> Path:
     path = out / "heldout.txt"
     if path.is_file():
         return path
-    checkpoint = load_checkpoint(run_dir)
+    checkpoint = read_checkpoint(run_dir)
     config = checkpoint.run_config
     modality = build_modality(config.modality)
     data = config.data

@@ -10,7 +10,7 @@ import torch
 
 from polymask.builtin_models import CARD, FACTS, STORAGE_DTYPES, check_name
 from polymask.checkpoints.atomic import staged_folder
-from polymask.checkpoints.pretrained import MANIFEST, LoadedCheckpoint, load_checkpoint, write_manifest
+from polymask.checkpoints.pretrained import MANIFEST, LoadedCheckpoint, read_checkpoint, write_manifest
 from polymask.errors import CheckpointError, OutputError
 from polymask.export.model_card import CardFacts, card_facts
 from polymask.jsonio import write_json, write_text
@@ -85,7 +85,7 @@ def make_builtin(checkpoint: str | Path, root: Path, name: str, dtype: str = "fl
         raise OutputError(f"{final} exists; pass --overwrite to replace it")
     if card is not None and not Path(card).is_file():
         raise OutputError(f"model card not found: {card}")
-    loaded = load_checkpoint(checkpoint)
+    loaded = read_checkpoint(checkpoint)
     weights = stored_weights(loaded.weights, dtype)
     made_from = card_facts(loaded)
     facts = builtin_facts(loaded, dtype, corpus, made_from.step)

@@ -24,7 +24,7 @@ from tokenizers import Tokenizer
 
 from polymask import jsonio
 from polymask.checkpoints.atomic import staged_folder
-from polymask.checkpoints.pretrained import load_checkpoint
+from polymask.checkpoints.pretrained import read_checkpoint
 from polymask.errors import CheckpointError, PolymaskError
 from polymask.export.esm_native import native_blockers
 from polymask.export.layout import ExportPlan, SequenceHead, native_plan, remote_plan
@@ -160,7 +160,7 @@ def write_export(out: Path, encoder: Encoder, tokenizer: Tokenizer, max_len: int
 
 def export_checkpoint(path: Path, out: Path, overwrite: bool = False) -> ExportResult:
     """Export the pretrained checkpoint at ``path`` (a run or checkpoint folder) to the folder ``out``."""
-    checkpoint = load_checkpoint(path)
+    checkpoint = read_checkpoint(path)
     objective = checkpoint.build_objective().eval()
     max_len = checkpoint.run_config.data.max_len
     return write_export(out, objective.encoder, checkpoint.tokenizer, max_len, card_facts(checkpoint),

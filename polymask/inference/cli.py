@@ -77,7 +77,7 @@ def cmd_predict(args: argparse.Namespace) -> int:
 
 def _embedder(folder: Path, device: str, modality: str | None) -> Any:
     from polymask.checkpoints.finetuned import is_finetuned
-    from polymask.checkpoints.pretrained import load_checkpoint
+    from polymask.checkpoints.pretrained import read_checkpoint
     from polymask.inference.model import HFFolderEncoder, PretrainedEncoder, load_model
     from polymask.modalities import MODALITIES
     from polymask.tasks.finetune.hf_folder import is_hf_folder
@@ -89,7 +89,7 @@ def _embedder(folder: Path, device: str, modality: str | None) -> Any:
         return HFFolderEncoder(folder, MODALITIES.get(modality)(), device)
     if modality is not None:
         raise ConfigError(f"--modality is for a Hugging Face folder; {folder} reads records with its own modality")
-    return load_model(folder, device) if is_finetuned(folder) else PretrainedEncoder(load_checkpoint(folder), device)
+    return load_model(folder, device) if is_finetuned(folder) else PretrainedEncoder(read_checkpoint(folder), device)
 
 
 def rows_file(out: Path) -> Path:

@@ -18,7 +18,7 @@ from tokenizers import Tokenizer
 
 from polymask.checkpoints.finetuned import read_finetuned, resolve_finetuned
 from polymask.checkpoints.pretrained import LoadedCheckpoint
-from polymask.checkpoints.pretrained import load_checkpoint as load_pretrained
+from polymask.checkpoints.pretrained import read_checkpoint
 from polymask.data.model_inputs import Encoded, Inputs, as_inputs, encode_records, run_batched
 from polymask.encoder_config import fill_legacy_defaults
 from polymask.errors import CheckpointError
@@ -108,7 +108,7 @@ class PretrainedCheckpoint(LoadedCheckpoint):
 
 def load_checkpoint(path: str | Path) -> PretrainedCheckpoint:
     """Load (and verify) a pretraining checkpoint from a checkpoint or run folder, or a built-in model's name."""
-    loaded = load_pretrained(path)
+    loaded = read_checkpoint(path)
     return PretrainedCheckpoint(**{item.name: getattr(loaded, item.name) for item in fields(loaded)})
 
 

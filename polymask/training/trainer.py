@@ -29,8 +29,8 @@ from torch.distributed.checkpoint.state_dict import StateDictOptions, get_state_
 from polymask.checkpoints.pretrained import (
     LoadedCheckpoint,
     checkpoint_folder,
-    load_checkpoint,
     optimizer_state_from,
+    read_checkpoint,
     resolve_checkpoint,
     save_checkpoint,
 )
@@ -556,7 +556,7 @@ def train(config: RunConfig | dict[str, Any] | None = None, *, data: Dataset | N
     ``config``: a ``RunConfig`` or a raw dict (validated); with ``resume`` and no config, the
     checkpoint's own config is used. ``data``: a ``datasets.Dataset`` instead of corpus files.
     A folder that already holds a run is refused unless ``resume`` (a run or checkpoint folder, or a checkpoint
-    already loaded with ``load_checkpoint``) or ``overwrite`` (its run files are removed first).
+    already read with ``read_checkpoint``) or ``overwrite`` (its run files are removed first).
     ``resume="auto"``: resume the config's ``out``
     folder from its latest checkpoint if it has one, return a finished run's summary untouched, and
     otherwise start the run (safe in a job script that is run again and again).
@@ -576,7 +576,7 @@ def train(config: RunConfig | dict[str, Any] | None = None, *, data: Dataset | N
         resume = resume_point(config.out_dir())
         if resume is None:
             existing = "overwrite"  # files without a checkpoint: a start that saved nothing, begun again
-    checkpoint = resume if isinstance(resume, LoadedCheckpoint) or resume is None else load_checkpoint(Path(resume))
+    checkpoint = resume if isinstance(resume, LoadedCheckpoint) or resume is None else read_checkpoint(Path(resume))
     run_dir, tokenizer = None, None
     if checkpoint is not None:
         run_dir = checkpoint.run_dir()

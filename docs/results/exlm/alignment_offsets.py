@@ -16,11 +16,11 @@ from pathlib import Path
 import torch
 
 from polymask.analysis.semantics import masked_batches
-from polymask.checkpoints.pretrained import load_checkpoint
+from polymask.checkpoints.pretrained import read_checkpoint
 
 
 def main(run: Path, data: Path, sequences: int = 2000) -> None:
-    checkpoint = load_checkpoint(run)
+    checkpoint = read_checkpoint(run)
     model = checkpoint.build_objective().eval()
     k = model.config.k
     offsets, copies = Counter(), Counter()

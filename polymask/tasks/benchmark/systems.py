@@ -24,7 +24,7 @@ import torch
 from tokenizers import Tokenizer
 
 from polymask.checkpoints.finetuned import SaveTarget
-from polymask.checkpoints.pretrained import CHECKPOINT_NAME, load_checkpoint
+from polymask.checkpoints.pretrained import CHECKPOINT_NAME, read_checkpoint
 from polymask.errors import ConfigError
 from polymask.modalities import MODALITIES, build_modality
 from polymask.modalities.base import Modality
@@ -97,7 +97,7 @@ def _keeps_none(model_dir: Path) -> None:
 def checkpoint_system(path: Path, config: FinetuneConfig) -> System:
     """A pretrained checkpoint, fine-tuned per task and seed (objective modules dropped); each cell keeps its
     chosen model unless ``config.save_model`` is off."""
-    checkpoint = load_checkpoint(path)
+    checkpoint = read_checkpoint(path)
     checkpoint.build_objective()  # refuses mismatched or non-finite weights now, not after the task data is read
     modality = build_modality(checkpoint.run_config.modality)
     objective = checkpoint.run_config.objective.name
@@ -117,7 +117,7 @@ def checkpoint_system(path: Path, config: FinetuneConfig) -> System:
 def untrained_system(path: Path, config: FinetuneConfig) -> System:
     """The same architecture and tokenizer as the checkpoint at ``path``, randomly initialised (per seed); a
     reference row, so its fine-tuned models are not kept."""
-    checkpoint = load_checkpoint(path)
+    checkpoint = read_checkpoint(path)
     modality = build_modality(checkpoint.run_config.modality)
 
     def fresh_encoder(seed: int) -> Encoder:
