@@ -8,6 +8,9 @@ from pathlib import Path
 from typing import Any, Callable
 
 from polymask.builtin_models import checkpoint_path
+from polymask.cli_options import add_model_options, add_plugin_option, settings_from
+from polymask.config import DataConfig, TrainConfig
+from polymask.encoder_config import EncoderConfig
 from polymask.errors import ConfigError, PolymaskError
 from polymask.jsonio import dumps
 from polymask.registry import UnknownNameError, did_you_mean
@@ -168,18 +171,19 @@ def cmd_tokenizer_train(args: argparse.Namespace) -> int:
 
 
 def cmd_bench(args: argparse.Namespace) -> int:
+    encoder, train, data = (settings_from(args, model) for model in (EncoderConfig, TrainConfig, DataConfig))
     from polymask.bench.run import run_bench
 
     if args.corpus:
         from polymask.bench.corpus import bench_corpus
 
-        bench_corpus(args.corpus, args.modality, args.num_proc, args.max_len, args.out)
+        bench_corpus(args.corpus, args.modality, args.num_proc, data.max_len, args.out)
         return 0
     from polymask.objectives import MASK_RATIO
 
     ratios = tuple(float(r) for r in args.mask_ratios.split(",")) if args.mask_ratios else (MASK_RATIO,)
-    run_bench(args.modality, args.preset, args.batch_size, args.max_len, tuple(args.objectives.split(",")),
-              args.warmup, args.steps, args.out, ratios, args.flop_steps, args.device)
+    run_bench(args.modality, encoder.preset, train.batch_size, data.max_len, tuple(args.objectives.split(",")),
+              args.warmup, args.steps, args.out, ratios, args.flop_steps, train.device)
     return 0
 
 
@@ -216,8 +220,7 @@ def _add_train(sub: argparse._SubParsersAction) -> None:
                         "are rerun) (default: start a new run; a folder that holds one is refused)")
     parser.add_argument("--overwrite", action="store_true",
                         help="start a new run in an --out that holds one, removing the old run's files first")
-    parser.add_argument("--plugin", action="append",
-                        help="module or .py file registering custom modalities/objectives (repeatable; default: none)")
+    add_plugin_option(parser, "custom modalities and objectives")
     parser.set_defaults(handler=cmd_train)
 
 
@@ -233,22 +236,22 @@ def _add_tokenizer(sub: argparse._SubParsersAction) -> None:
     build.add_argument("--column", help="column/field holding sequences (default: the modality's usual names)")
     build.add_argument("--option", action="append", metavar="KEY=VALUE",
                        help="modality option, e.g. k=4 (repeatable; default: the modality's defaults)")
-    build.add_argument("--plugin", action="append",
-                       help="module or .py file registering custom modalities (repeatable; default: none)")
+    add_plugin_option(build, "custom modalities")
     build.set_defaults(handler=cmd_tokenizer_train)
 
 
 def _add_bench(sub: argparse._SubParsersAction) -> None:
     parser = sub.add_parser("bench", help="training throughput next to HF BertForMaskedLM")
+    run = parser.add_argument_group("as in a run config (model.preset, train.batch_size, data.max_len, train.device)")
+    add_model_options(run, EncoderConfig, ["preset"])
+    add_model_options(run, TrainConfig, ["batch_size"])
+    add_model_options(run, DataConfig, ["max_len"])
+    add_model_options(run, TrainConfig, ["device"])
     parser.add_argument("--modality", default="smiles", help="modality whose built-in corpus is measured")
-    parser.add_argument("--preset", default="mini", help="encoder size preset")
-    parser.add_argument("--batch-size", type=int, default=32, help="sequences per step")
-    parser.add_argument("--max-len", type=int, default=128, help="maximum tokens per sequence")
     parser.add_argument("--objectives", default="mlm", help="comma-separated objectives")
     parser.add_argument("--mask-ratios", help="comma-separated mask ratios, a row per objective each (default: the "
                         "objectives' default objective.mask_ratio)")
     parser.add_argument("--flop-steps", type=int, default=3, help="steps whose FLOPs are counted after the timed ones")
-    parser.add_argument("--device", default="auto", help="auto (CUDA when present), cpu or cuda[:N]")
     parser.add_argument("--warmup", type=int, default=5, help="untimed steps first")
     parser.add_argument("--steps", type=int, default=40, help="timed steps")
     parser.add_argument("--out", type=Path, default=Path("docs/results/bench"), help="folder for the .md/.json results")
@@ -271,8 +274,7 @@ def _add_export(sub: argparse._SubParsersAction) -> None:
                              "model folder (its task head loads with AutoModelForSequenceClassification)")
     parser.add_argument("--out", type=Path, required=True, help="folder to write (ready for push_to_hub)")
     parser.add_argument("--overwrite", action="store_true", help="replace --out if it exists")
-    parser.add_argument("--plugin", action="append",
-                        help="module or .py file registering the run's custom modality (repeatable; default: none)")
+    add_plugin_option(parser, "the run's custom modality or objective")
     parser.set_defaults(handler=cmd_export)
 
 

@@ -21,7 +21,6 @@ import torch
 from polymask.bench.contenders import hf_bert_contender, polymask_contender
 from polymask.bench.measure import matmul_peak, measure
 from polymask.jsonio import make_dir, write_json, write_text
-from polymask.objectives import MASK_RATIO
 from polymask.runtime import machine, native_bf16, precision_used, resolve_device
 
 
@@ -65,11 +64,11 @@ def measure_row(spec: RowSpec, modality: str, preset: str, batch_size: int, max_
         return {**row, **measure(contender, warmup, steps, flop_steps)}
 
 
-def run_bench(modality: str = "smiles", preset: str = "mini", batch_size: int = 32, max_len: int = 128,
-              objectives: tuple[str, ...] = ("mlm",), warmup: int = 5, steps: int = 40,
-              out: Path | None = None, mask_ratios: tuple[float, ...] = (MASK_RATIO,), flop_steps: int = 3,
-              device: str = "auto") -> list[dict[str, Any]]:
-    """Measure every row; write ``<out>/<modality>-<preset>-b<batch>-l<len>.{md,json}``."""
+def run_bench(modality: str, preset: str, batch_size: int, max_len: int, objectives: tuple[str, ...], warmup: int,
+              steps: int, out: Path | None, mask_ratios: tuple[float, ...], flop_steps: int,
+              device: str) -> list[dict[str, Any]]:
+    """Measure every row; write ``<out>/<modality>-<preset>-b<batch>-l<len>.{md,json}``. The settings' defaults are
+    ``polymask bench``'s (``cli.py``: a run config's where the setting is one)."""
     target = resolve_device(device)
     peaks = {"fp32": matmul_peak(target, torch.float32), "bf16": matmul_peak(target, torch.bfloat16)}
     native = {"fp32": True, "bf16": native_bf16(target)}

@@ -5,16 +5,13 @@ import argparse
 from pathlib import Path
 from typing import Any
 
-from polymask.errors import ConfigError
-from polymask.tasks.finetune.options import FinetuneConfig
+from polymask.cli_options import add_model_options, given_fields
+from polymask.tasks.finetune.options import FinetuneConfig, finetune_settings
 
 
 def cmd_compare(args: argparse.Namespace) -> int:
-    from pydantic import ValidationError
-
     from polymask.compare.budget import parse_budget
     from polymask.config import apply_override, check_run_fields, load_yaml
-    from polymask.schema import validation_messages
 
     objectives = [name.strip() for name in args.objectives.split(",") if name.strip()]
     base: dict[str, Any] = load_yaml(args.config) if args.config else {}
@@ -26,16 +23,10 @@ def cmd_compare(args: argparse.Namespace) -> int:
         base["modality"] = {"name": base["modality"]}
     base.setdefault("modality", {})["name"] = args.modality
     check_run_fields(base)  # before torch is imported: a wrong field fails at once
-    finetune: dict[str, Any] = {key: value for key, value in (("epochs", args.epochs), ("lr", args.lr),
-                                                              ("patience", args.patience),
-                                                              ("max_train_examples", args.max_train_examples))
-                                if value is not None}
+    finetune = given_fields(args, FinetuneConfig)
     for assignment in args.finetune_set or []:
         apply_override(finetune, assignment)
-    try:
-        finetune_config = FinetuneConfig.model_validate(finetune)
-    except ValidationError as exc:
-        raise ConfigError("invalid fine-tuning option: " + "; ".join(validation_messages(exc, FinetuneConfig))) from None
+    finetune_config = finetune_settings(finetune)
     budget = parse_budget(args.budget)
     from polymask.compare.run import run_compare
     from polymask.objectives import OBJECTIVES
@@ -62,11 +53,8 @@ def add_commands(sub: argparse._SubParsersAction) -> None:
     parser.add_argument("--benchmark-seeds", type=int, default=3, help="fine-tuning seeds per task")
     parser.add_argument("--tasks", nargs="+", help="task keys (default: each benchmark's default set)")
     parser.add_argument("--data-dir", type=Path, help="folder with task files (default $POLYMASK_DATA_DIR, then built-in)")
-    defaults = {name: field.default for name, field in FinetuneConfig.model_fields.items()}
-    parser.add_argument("--epochs", type=int, default=defaults["epochs"], help="fine-tuning epochs")
-    parser.add_argument("--lr", type=float, default=defaults["lr"], help="fine-tuning learning rate")
-    parser.add_argument("--patience", type=int, default=defaults["patience"], help="fine-tuning early-stopping patience")
-    parser.add_argument("--max-train-examples", type=int, help="cap on fine-tuning examples per task (default: all)")
-    parser.add_argument("--finetune-set", action="append", metavar="KEY=VALUE",
-                        help="any FinetuneConfig field (repeatable; default: none)")
+    finetune = parser.add_argument_group("fine-tuning, the same for every pretrained run and task")
+    add_model_options(finetune, FinetuneConfig, ["epochs", "lr", "patience", "max_train_examples"])
+    finetune.add_argument("--finetune-set", action="append", metavar="KEY=VALUE",
+                          help="any other FinetuneConfig field (repeatable; default: none)")
     parser.set_defaults(handler=cmd_compare)

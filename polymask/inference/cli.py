@@ -8,6 +8,7 @@ from pathlib import Path
 from typing import Any, Callable
 
 from polymask.builtin_models import checkpoint_path
+from polymask.cli_options import add_plugin_option
 from polymask.errors import ConfigError, DataError
 
 PREDICT_FORMATS = (".csv", ".tsv", ".parquet")
@@ -155,8 +156,7 @@ def _common(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--device", default="auto",
                         help="auto (CUDA when present, as train), cpu or cuda[:N] (default: auto)")
     parser.add_argument("--quiet", action="store_true", help="no progress bar")
-    parser.add_argument("--plugin", action="append",
-                        help="module or .py file registering the model's custom modality (repeatable; default: none)")
+    add_plugin_option(parser, "the model's custom modality")
 
 
 def add_commands(sub: argparse._SubParsersAction) -> None:

@@ -6,37 +6,22 @@ from pathlib import Path
 from typing import Any
 
 from polymask.builtin_models import checkpoint_path
+from polymask.cli_options import add_model_options, given_fields
 from polymask.tasks.data.spec import OWN_DATA_SPLITS, TABLE_KINDS, benchmark_tasks
 from polymask.tasks.finetune.options import FinetuneConfig
 
+# the FinetuneConfig fields with an option of their own (every other one through --set); where an option is left
+# out, a benchmark's recipe stands in before the field's default
+FINETUNE_OPTIONS = ("lr", "epochs", "patience", "batch_size", "pooling", "freeze_encoder", "augment",
+                    "max_train_examples", "max_valid_examples", "max_test_examples", "max_len", "save_model")
+RECIPE_STANDS_IN = " or the benchmark's recipe (tasks/<benchmark>/recipe.yaml)"
+
 
 def add_finetune_options(parser: argparse.ArgumentParser, out_default: str) -> None:
-    defaults = {name: field.default for name, field in FinetuneConfig.model_fields.items()}
     parser.add_argument("--data-dir", type=Path, help="folder with task files (default $POLYMASK_DATA_DIR, then built-in)")
     parser.add_argument("--out", type=Path, help=f"output folder (default: {out_default})")
-    recipe = " or the benchmark's recipe (tasks/<benchmark>/recipe.yaml)"
-    parser.add_argument("--lr", type=float, help=f"learning rate (default: {defaults['lr']}{recipe})")
-    parser.add_argument("--epochs", type=int, help=f"maximum epochs (default: {defaults['epochs']}{recipe})")
-    parser.add_argument("--patience", type=int,
-                        help=f"early-stopping patience in epochs (default: {defaults['patience']}{recipe})")
-    parser.add_argument("--batch-size", type=int, help=f"examples per batch (default: {defaults['batch_size']}{recipe})")
-    parser.add_argument("--pooling", choices=["cls", "mean"],
-                        help=f"sequence representation (default: {defaults['pooling']}{recipe})")
-    parser.add_argument("--freeze", action="store_true", help="linear probe: train the head only")
-    parser.add_argument("--augment", action=argparse.BooleanOptionalAction,
-                        help="draw training examples anew each epoch as the task's labels allow (its spec's "
-                             f"invariant_to: DNA strand, reading frame) (default: {defaults['augment']}{recipe})")
-    parser.add_argument("--max-train-examples", type=int,
-                        help="cap on training examples (questions for SQuAD) (default: all)")
-    parser.add_argument("--max-valid-examples", type=int, help="cap on validation examples (a fixed subset) (default: all)")
-    parser.add_argument("--max-test-examples", type=int, help="cap on evaluation examples (a fixed subset) (default: all)")
-    parser.add_argument("--max-len", type=int,
-                        help=f"tokens per example (per window for SQuAD) (default: {defaults['max_len']}{recipe})")
-    parser.add_argument("--no-save-models", action="store_true",
-                        help="do not keep the fine-tuned models (default: each checkpoint's model per task and seed, "
-                             "chosen on the validation split, is saved next to the cell's result as "
-                             "cells/<system>/<task>/seed-N/ and listed in the report; reference rows and Hugging Face "
-                             "folders keep none)")
+    add_model_options(parser, FinetuneConfig, FINETUNE_OPTIONS, stand_in=RECIPE_STANDS_IN,
+                      flags={"freeze_encoder": "freeze", "save_model": "save-models"})
     parser.add_argument("--set", action="append", metavar="KEY=VALUE",
                         help="any other FinetuneConfig field, e.g. dropout=0.2 (repeatable; default: none)")
     parser.add_argument("--quiet", action="store_true", help="no progress bar")
@@ -46,15 +31,7 @@ def given_settings(args: argparse.Namespace) -> dict[str, Any]:
     """The fine-tuning fields the command line sets (``recipe_settings`` puts them over the recipe and defaults)."""
     from polymask.config import apply_override
 
-    raw: dict[str, Any] = {}
-    for flag in ("lr", "epochs", "patience", "batch_size", "pooling", "max_train_examples", "max_valid_examples",
-                 "max_test_examples", "max_len", "augment"):
-        if getattr(args, flag) is not None:
-            raw[flag] = getattr(args, flag)
-    if args.freeze:
-        raw["freeze_encoder"] = True
-    if args.no_save_models:
-        raw["save_model"] = False
+    raw = given_fields(args, FinetuneConfig)
     for assignment in args.set or []:
         apply_override(raw, assignment)
     return raw

@@ -39,17 +39,21 @@ class FinetuneConfig(StrictModel):
     weight_decay: float = Field(0.01, ge=0, description="AdamW weight decay")
     warmup_fraction: float = Field(0.06, ge=0, lt=1, description="fraction of steps with linear warm-up")
     max_len: int = Field(256, ge=8, description="tokens per example; longer ones are truncated and counted")
-    max_train_examples: int | None = Field(None, ge=1, description="cap on training examples (random subset)")
+    max_train_examples: int | None = Field(
+        None, ge=1, description="cap on training examples (questions for SQuAD), a random subset; none: all")
     max_valid_examples: int | None = Field(
-        None, ge=1, description="cap on validation examples (a fixed random subset, the same for every system and seed)")
+        None, ge=1, description="cap on validation examples, a fixed random subset, the same for every system and seed; "
+                                "none: all")
     max_test_examples: int | None = Field(
-        None, ge=1, description="cap on test examples (a fixed random subset, the same for every system and seed)")
+        None, ge=1, description="cap on evaluation examples, a fixed random subset, the same for every system and seed; "
+                                "none: all")
     span: SpanOptions = Field(default_factory=SpanOptions, description="span-extraction tasks (SQuAD): windows, answers")
     precision: Literal["auto", "fp32", "bf16"] = Field("auto", description="as in pretraining")
     device: str = Field("auto", description="auto, cpu, cuda or cuda:N")
     save_model: bool = Field(
-        True, description="keep the model chosen on the validation split of each pretrained checkpoint's cell (a folder "
-                          "next to the cell's result; reference rows and Hugging Face folders keep none)")
+        True, description="keep the model chosen on the validation split of each pretrained checkpoint's cell, for each "
+                          "task and seed: cells/<system>/<task>/seed-N/ next to the cell's result, listed in the "
+                          "report (reference rows and Hugging Face folders keep none)")
     report_to: list[Backend] = Field(
         default_factory=list, description="experiment trackers that get each fine-tuning cell's per-epoch train loss "
                                           "and validation metrics (tensorboard, wandb), one run per system/task/seed "
