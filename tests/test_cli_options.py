@@ -7,6 +7,8 @@ from typing import Literal
 import pytest
 from pydantic import Field
 
+from polymask.analysis.masked_inputs import MaskedInputSettings
+from polymask.analysis.rank import RankSettings
 from polymask.cli import build_parser, main
 from polymask.cli_options import add_model_options, given_fields, settings_from, shown_default
 from polymask.config import DataConfig, TrainConfig
@@ -15,7 +17,8 @@ from polymask.errors import ConfigError
 from polymask.schema import StrictModel
 from polymask.tasks.finetune.options import FinetuneConfig
 
-MODELS = {model.__name__: model for model in (FinetuneConfig, EncoderConfig, TrainConfig, DataConfig)}
+MODELS = {model.__name__: model for model in (FinetuneConfig, EncoderConfig, TrainConfig, DataConfig, RankSettings,
+                                              MaskedInputSettings)}
 
 
 def _sub_parsers(parser: argparse.ArgumentParser, prefix: tuple[str, ...] = ()):
@@ -47,7 +50,8 @@ def test_every_generated_option_shows_its_field_s_default_and_description():
         seen.add((verb, action.dest))
     assert {("finetune", "FinetuneConfig.lr"), ("benchmark", "FinetuneConfig.save_model"),
             ("compare", "FinetuneConfig.epochs"), ("bench", "EncoderConfig.preset"), ("bench", "TrainConfig.batch_size"),
-            ("bench", "DataConfig.max_len")} <= seen
+            ("bench", "DataConfig.max_len"), ("analyze rank", "RankSettings.tau"),
+            ("analyze semantics", "MaskedInputSettings.seed")} <= seen
 
 
 def _finetune(*argv: str) -> argparse.Namespace:

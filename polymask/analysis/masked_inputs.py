@@ -1,12 +1,16 @@
 """What the masked-input analyses share: held-out batches with masks fixed by a seed (the same for every
-checkpoint trained at the same mask ratio), and their command-line options."""
+checkpoint trained at the same mask ratio), their settings and their command-line options."""
 from __future__ import annotations
 
 import argparse
 from pathlib import Path
 from typing import TYPE_CHECKING, Iterator
 
+from pydantic import Field
+
 from polymask.builtin_models import checkpoint_path
+from polymask.cli_options import add_model_options
+from polymask.schema import StrictModel
 
 if TYPE_CHECKING:  # kept out of the import so that building the CLI parser stays light
     from torch import Tensor
@@ -16,6 +20,18 @@ if TYPE_CHECKING:  # kept out of the import so that building the CLI parser stay
     from polymask.objectives import Objective
 
 MASK_STREAM = 7
+
+
+class MaskedInputSettings(StrictModel):
+    """Which masked inputs an analysis reads: the same for every checkpoint it compares."""
+
+    mask_ratio: float | None = Field(
+        None, gt=0, lt=1, description="fraction of maskable tokens masked; none: each checkpoint's own "
+                                      "objective.mask_ratio (give one to mask checkpoints trained at different "
+                                      "ratios alike)")
+    seed: int = Field(0, description="seed of the masks (the same for every checkpoint)")
+    batch_size: int = Field(32, ge=1, description="sequences per forward pass")
+    max_sequences: int = Field(2000, ge=1, description="cap on sequences read from --data")
 
 
 def masked_batches(checkpoint: "LoadedCheckpoint", objective: "Objective", data: list[Path],
@@ -41,16 +57,13 @@ def masked_batches(checkpoint: "LoadedCheckpoint", objective: "Objective", data:
         yield batch, objective.select(batch, step_generator(seed, index, 0, MASK_STREAM), mask_ratio)
 
 
-def add_masked_input_arguments(parser: argparse.ArgumentParser, name: str, example: str) -> None:
-    """--checkpoint, --data, --out and the masking options of ``polymask analyze <name>``."""
+def add_masked_input_arguments(parser: argparse.ArgumentParser, name: str, example: str,
+                               settings: type[MaskedInputSettings]) -> None:
+    """--checkpoint, --data, --out and an option per field of ``settings`` (the masking options and the
+    analysis's own) of ``polymask analyze <name>``."""
     parser.add_argument("--checkpoint", type=checkpoint_path, action="append", required=True,
                         help=f"run or checkpoint folder, or a built-in model's name (repeat to compare, e.g. "
                              f"{example})")
     parser.add_argument("--data", type=Path, nargs="+", required=True, help="held-out corpus files")
     parser.add_argument("--out", type=Path, default=Path(f"runs/analysis/{name}"), help="folder for the outputs")
-    parser.add_argument("--mask-ratio", type=float,
-                        help="fraction of maskable tokens masked (default: each checkpoint's own objective.mask_ratio; "
-                             "give one to mask checkpoints trained at different ratios alike)")
-    parser.add_argument("--seed", type=int, default=0, help="seed of the masks (the same for every checkpoint)")
-    parser.add_argument("--batch-size", type=int, default=32, help="sequences per forward pass")
-    parser.add_argument("--max-sequences", type=int, default=2000, help="cap on sequences read from --data")
+    add_model_options(parser, settings, settings.model_fields)

@@ -16,8 +16,11 @@ import csv
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from polymask.analysis.masked_inputs import add_masked_input_arguments, masked_batches
+from pydantic import Field
+
+from polymask.analysis.masked_inputs import MaskedInputSettings, add_masked_input_arguments, masked_batches
 from polymask.analysis.registry import ANALYSES
+from polymask.cli_options import settings_from
 from polymask.jsonio import atomic_path, make_dir, write_json, write_text
 
 if TYPE_CHECKING:
@@ -25,6 +28,13 @@ if TYPE_CHECKING:
 
     from polymask.data.batching import Batch
     from polymask.objectives import Objective
+
+
+class RankSettings(MaskedInputSettings):
+    """The masked inputs and how ranks are counted."""
+
+    tau: float = Field(0.9, gt=0, le=1, description="fraction of variance the counted components explain")
+    max_tokens: int = Field(8192, ge=1, description="cap on token rows per layer and kind")
 
 
 def layer_states(objective: "Objective", batch: "Batch", selected: "Tensor", kind: str) -> list["Tensor"]:
@@ -129,16 +139,15 @@ def plot(report: dict[str, Any], out: Path) -> Path:
     return path
 
 
-def run_rank_analysis(checkpoints: list[Path], data: list[Path], out: Path, tau: float = 0.9,
-                      mask_ratio: float | None = None, seed: int = 0, batch_size: int = 32, max_sequences: int = 2000,
-                      max_tokens: int = 8192) -> dict[str, Any]:
-    """Measure every checkpoint; write ``rank.json``, ``rank.csv``, ``rank.md`` and ``rank.png`` under ``out``."""
-    if not 0 < tau <= 1:
-        raise ValueError(f"tau must be in (0, 1], got {tau}")
-    results = [measure_checkpoint(path, data, tau, mask_ratio, seed, batch_size, max_sequences, max_tokens)
-               for path in checkpoints]
-    report = {"data": [str(p) for p in data], "tau": tau, "mask_ratio": mask_ratio, "seed": seed,
-              "max_tokens": max_tokens, "n_layers": max(row["layer"] for r in results for row in r["layers"]) + 1,
+def run_rank_analysis(checkpoints: list[Path], data: list[Path], out: Path,
+                      settings: RankSettings | None = None) -> dict[str, Any]:
+    """Measure every checkpoint (``settings``: the defaults when None); write ``rank.json``, ``rank.csv``,
+    ``rank.md`` and ``rank.png`` under ``out``."""
+    settings = settings or RankSettings()
+    results = [measure_checkpoint(path, data, settings.tau, settings.mask_ratio, settings.seed, settings.batch_size,
+                                  settings.max_sequences, settings.max_tokens) for path in checkpoints]
+    report = {"data": [str(p) for p in data], **settings.model_dump(include={"tau", "mask_ratio", "seed", "max_tokens"}),
+              "n_layers": max(row["layer"] for r in results for row in r["layers"]) + 1,
               "results": results}
     make_dir(out)
     write_json(out / "rank.json", report)
@@ -148,8 +157,7 @@ def run_rank_analysis(checkpoints: list[Path], data: list[Path], out: Path, tau:
 
 
 def _handle(args: argparse.Namespace) -> int:
-    report = run_rank_analysis(args.checkpoint, args.data, args.out, args.tau, args.mask_ratio, args.seed,
-                               args.batch_size, args.max_sequences, args.max_tokens)
+    report = run_rank_analysis(args.checkpoint, args.data, args.out, settings_from(args, RankSettings))
     print((args.out / "rank.md").read_text())
     print(f"wrote {args.out}/rank.{{json,csv,md,png}} ({len(report['results'])} checkpoints)")
     return 0
@@ -159,7 +167,5 @@ def _handle(args: argparse.Namespace) -> int:
 def add_parser(sub: argparse._SubParsersAction) -> None:
     parser = sub.add_parser("rank", help="effective rank of token representations per layer (MLM vs MAE-LM)",
                             description=__doc__.split("\n\n")[1])
-    add_masked_input_arguments(parser, "rank", "an MLM and an MAE-LM run")
-    parser.add_argument("--tau", type=float, default=0.9, help="fraction of variance the counted components explain")
-    parser.add_argument("--max-tokens", type=int, default=8192, help="cap on token rows per layer and kind")
+    add_masked_input_arguments(parser, "rank", "an MLM and an MAE-LM run", RankSettings)
     parser.set_defaults(handler=_handle)

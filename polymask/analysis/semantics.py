@@ -17,8 +17,9 @@ import hashlib
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from polymask.analysis.masked_inputs import add_masked_input_arguments, masked_batches
+from polymask.analysis.masked_inputs import MaskedInputSettings, add_masked_input_arguments, masked_batches
 from polymask.analysis.registry import ANALYSES
+from polymask.cli_options import settings_from
 from polymask.errors import ConfigError
 from polymask.jsonio import atomic_path, make_dir, write_json
 
@@ -91,13 +92,14 @@ def plot(results: list[dict[str, Any]], out: Path) -> Path:
     return path
 
 
-def run_semantics(checkpoints: list[Path], data: list[Path], out: Path, mask_ratio: float | None = None,
-                  seed: int = 0, batch_size: int = 32, max_sequences: int = 2000,
+def run_semantics(checkpoints: list[Path], data: list[Path], out: Path, settings: MaskedInputSettings | None = None,
                   top_k: tuple[int, ...] = DEFAULT_TOP_K) -> dict[str, Any]:
-    """Measure every checkpoint; write ``<out>/semantics.json`` and ``<out>/semantics.png``."""
-    results = [measure_checkpoint(path, data, mask_ratio, seed, batch_size, max_sequences, top_k)
-               for path in checkpoints]
-    report = {"data": [str(p) for p in data], "mask_ratio": mask_ratio, "seed": seed,
+    """Measure every checkpoint (``settings``: the defaults when None); write ``<out>/semantics.json`` and
+    ``<out>/semantics.png``."""
+    settings = settings or MaskedInputSettings()
+    results = [measure_checkpoint(path, data, settings.mask_ratio, settings.seed, settings.batch_size,
+                                  settings.max_sequences, top_k) for path in checkpoints]
+    report = {"data": [str(p) for p in data], "mask_ratio": settings.mask_ratio, "seed": settings.seed,
               "same_masked_positions": len({r["masked_positions_sha256"] for r in results}) == 1,
               "results": results}
     make_dir(out)
@@ -108,8 +110,7 @@ def run_semantics(checkpoints: list[Path], data: list[Path], out: Path, mask_rat
 
 def _handle(args: argparse.Namespace) -> int:
     top_k = tuple(sorted({int(k) for k in args.top_k.split(",")}))
-    report = run_semantics(args.checkpoint, args.data, args.out, args.mask_ratio, args.seed, args.batch_size,
-                           args.max_sequences, top_k)
+    report = run_semantics(args.checkpoint, args.data, args.out, settings_from(args, MaskedInputSettings), top_k)
     for result in report["results"]:
         accuracy = ", ".join(f"top-{k} {v:.3f}" for k, v in result["top_k_accuracy"].items())
         print(f"{result['label']}: entropy {result['mean_entropy_nats']:.3f} nats, {accuracy} "
@@ -122,6 +123,6 @@ def _handle(args: argparse.Namespace) -> int:
 def add_parser(sub: argparse._SubParsersAction) -> None:
     parser = sub.add_parser("semantics", help="prediction entropy and top-k accuracy at masked positions",
                             description=__doc__.split("\n\n")[1])
-    add_masked_input_arguments(parser, "semantics", "an MLM and an ExLM run")
+    add_masked_input_arguments(parser, "semantics", "an MLM and an ExLM run", MaskedInputSettings)
     parser.add_argument("--top-k", default=",".join(map(str, DEFAULT_TOP_K)), help="comma-separated k values")
     parser.set_defaults(handler=_handle)
