@@ -6,6 +6,7 @@ from pathlib import Path
 from typing import Any
 
 from polymask.cli_options import add_model_options, given_fields
+from polymask.tasks.cli import add_data_dir_option
 from polymask.tasks.finetune.options import FinetuneConfig, finetune_settings
 
 
@@ -52,7 +53,7 @@ def add_commands(sub: argparse._SubParsersAction) -> None:
     parser.add_argument("--seeds", type=int, nargs="+", default=[0], help="pretraining seeds")
     parser.add_argument("--benchmark-seeds", type=int, default=3, help="fine-tuning seeds per task")
     parser.add_argument("--tasks", nargs="+", help="task keys (default: each benchmark's default set)")
-    parser.add_argument("--data-dir", type=Path, help="folder with task files (default $POLYMASK_DATA_DIR, then built-in)")
+    add_data_dir_option(parser)
     finetune = parser.add_argument_group("fine-tuning, the same for every pretrained run and task")
     add_model_options(finetune, FinetuneConfig, ["epochs", "lr", "patience", "max_train_examples"])
     finetune.add_argument("--finetune-set", action="append", metavar="KEY=VALUE",

@@ -152,9 +152,8 @@ def _common(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--column", nargs="+",
                         help="input column(s) of a table (default: the model's own input columns, else the modality's "
                              "usual names such as smiles, sequence, text)")
-    parser.add_argument("--batch-size", type=int, default=64, help="records per batch (default: 64)")
-    parser.add_argument("--device", default="auto",
-                        help="auto (CUDA when present, as train), cpu or cuda[:N] (default: auto)")
+    parser.add_argument("--batch-size", type=int, default=64, help="records per batch")
+    parser.add_argument("--device", default="auto", help="auto (CUDA when present, as train), cpu or cuda[:N]")
     parser.add_argument("--quiet", action="store_true", help="no progress bar")
     add_plugin_option(parser, "the model's custom modality")
 

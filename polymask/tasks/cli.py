@@ -17,8 +17,12 @@ FINETUNE_OPTIONS = ("lr", "epochs", "patience", "batch_size", "pooling", "freeze
 RECIPE_STANDS_IN = " or the benchmark's recipe (tasks/<benchmark>/recipe.yaml)"
 
 
-def add_finetune_options(parser: argparse.ArgumentParser, out_default: str) -> None:
+def add_data_dir_option(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--data-dir", type=Path, help="folder with task files (default $POLYMASK_DATA_DIR, then built-in)")
+
+
+def add_finetune_options(parser: argparse.ArgumentParser, out_default: str) -> None:
+    add_data_dir_option(parser)
     parser.add_argument("--out", type=Path, help=f"output folder (default: {out_default})")
     add_model_options(parser, FinetuneConfig, FINETUNE_OPTIONS, stand_in=RECIPE_STANDS_IN,
                       flags={"freeze_encoder": "freeze", "save_model": "save-models"})
@@ -125,8 +129,8 @@ def add_commands(sub: argparse._SubParsersAction) -> None:
     heldout.add_argument("benchmark", help="benchmark name: a folder of tasks/ (moleculenet, ...)")
     heldout.add_argument("--tasks", nargs="+", help="task names (default: the benchmark's default set)")
     heldout.add_argument("--splits", nargs="+", choices=["train", "valid", "test"], default=["valid", "test"],
-                         help="splits to write (default: valid test)")
-    heldout.add_argument("--data-dir", type=Path, help="folder with task files (default $POLYMASK_DATA_DIR, then built-in)")
+                         help="splits to write")
+    add_data_dir_option(heldout)
     heldout.add_argument("--out", type=Path, required=True, help="folder for the files")
     heldout.set_defaults(handler=cmd_heldout)
 
@@ -137,6 +141,6 @@ def add_commands(sub: argparse._SubParsersAction) -> None:
                     "counts per task in corpus.json.")
     corpus.add_argument("benchmark", help="benchmark name: a folder of tasks/ (dna, ...)")
     corpus.add_argument("--tasks", nargs="+", help="task names, or 'all' (default: the benchmark's default set)")
-    corpus.add_argument("--data-dir", type=Path, help="folder with task files (default $POLYMASK_DATA_DIR, then built-in)")
+    add_data_dir_option(corpus)
     corpus.add_argument("--out", type=Path, required=True, help="folder for corpus.txt and corpus.json")
     corpus.set_defaults(handler=cmd_task_corpus)
