@@ -49,7 +49,8 @@ def test_every_generated_option_shows_its_field_s_default_and_description():
         assert action.help.startswith(f"{field.description} (default: {shown_default(default)}"), (verb, action.help)
         seen.add((verb, action.dest))
     assert {("finetune", "FinetuneConfig.lr"), ("benchmark", "FinetuneConfig.save_model"),
-            ("compare", "FinetuneConfig.epochs"), ("bench", "EncoderConfig.preset"), ("bench", "TrainConfig.batch_size"),
+            ("compare", "FinetuneConfig.epochs"), ("bench", "EncoderConfig.preset"),
+            ("bench", "TrainConfig.batch_size"),
             ("bench", "DataConfig.max_len"), ("analyze rank", "RankSettings.tau"),
             ("analyze semantics", "MaskedInputSettings.seed")} <= seen
 

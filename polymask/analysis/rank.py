@@ -146,7 +146,8 @@ def run_rank_analysis(checkpoints: list[Path], data: list[Path], out: Path,
     settings = settings or RankSettings()
     results = [measure_checkpoint(path, data, settings.tau, settings.mask_ratio, settings.seed, settings.batch_size,
                                   settings.max_sequences, settings.max_tokens) for path in checkpoints]
-    report = {"data": [str(p) for p in data], **settings.model_dump(include={"tau", "mask_ratio", "seed", "max_tokens"}),
+    shown = settings.model_dump(include={"tau", "mask_ratio", "seed", "max_tokens"})
+    report = {"data": [str(p) for p in data], **shown,
               "n_layers": max(row["layer"] for r in results for row in r["layers"]) + 1,
               "results": results}
     make_dir(out)

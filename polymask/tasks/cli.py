@@ -18,7 +18,8 @@ RECIPE_STANDS_IN = " or the benchmark's recipe (tasks/<benchmark>/recipe.yaml)"
 
 
 def add_data_dir_option(parser: argparse.ArgumentParser) -> None:
-    parser.add_argument("--data-dir", type=Path, help="folder with task files (default $POLYMASK_DATA_DIR, then built-in)")
+    parser.add_argument("--data-dir", type=Path,
+                        help="folder with task files (default $POLYMASK_DATA_DIR, then built-in)")
 
 
 def add_finetune_options(parser: argparse.ArgumentParser, out_default: str) -> None:

@@ -42,11 +42,11 @@ class FinetuneConfig(StrictModel):
     max_train_examples: int | None = Field(
         None, ge=1, description="cap on training examples (questions for SQuAD), a random subset; none: all")
     max_valid_examples: int | None = Field(
-        None, ge=1, description="cap on validation examples, a fixed random subset, the same for every system and seed; "
-                                "none: all")
+        None, ge=1, description="cap on validation examples, a fixed random subset, the same for every system and "
+                                "seed; none: all")
     max_test_examples: int | None = Field(
-        None, ge=1, description="cap on evaluation examples, a fixed random subset, the same for every system and seed; "
-                                "none: all")
+        None, ge=1, description="cap on evaluation examples, a fixed random subset, the same for every system and "
+                                "seed; none: all")
     span: SpanOptions = Field(default_factory=SpanOptions, description="span-extraction tasks (SQuAD): windows, answers")
     precision: Literal["auto", "fp32", "bf16"] = Field("auto", description="as in pretraining")
     device: str = Field("auto", description="auto, cpu, cuda or cuda:N")
