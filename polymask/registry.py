@@ -1,4 +1,5 @@
-"""A small generic name -> object registry: modalities, objectives, analyses and benchmark references keep one."""
+"""A small generic name -> object registry: modalities, objectives, task kinds, analyses and benchmark references
+keep one."""
 from __future__ import annotations
 
 import difflib

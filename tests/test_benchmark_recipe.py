@@ -32,7 +32,7 @@ def test_a_recipe_learning_rate_per_task_reaches_that_task_and_yields_to_an_expl
     assert config("--set", "task_lr.cola=2e-5", benchmark="glue").for_task("cola").lr == 2e-5
 
 
-def test_each_benchmark_cell_fine_tunes_at_its_task_s_learning_rate(monkeypatch, tmp_path):
+def test_each_benchmark_cell_fine_tunes_at_its_task_s_learning_rate(tmp_path):
     from types import SimpleNamespace
 
     import polymask.tasks.benchmark.systems as systems
@@ -40,10 +40,9 @@ def test_each_benchmark_cell_fine_tunes_at_its_task_s_learning_rate(monkeypatch,
     used = {}
     kind = SimpleNamespace(finetune=lambda task, encoder, tokenizer, modality, settings, *rest: used.update(
         {task.spec.name: settings.lr}) or {})
-    monkeypatch.setattr(systems, "KINDS", {"binary": kind})
     run = systems._finetuned(lambda seed: None, None, None, config(benchmark="glue"), tmp_path, lambda folder: None)
     for name in ("sst2", "cola"):
-        run(SimpleNamespace(spec=SimpleNamespace(name=name, key=f"glue/{name}", kind="binary")), 0, tmp_path, None)
+        run(SimpleNamespace(spec=SimpleNamespace(name=name, key=f"glue/{name}", task_kind=kind)), 0, tmp_path, None)
     assert used == {"sst2": 1e-4, "cola": 3e-4}
 
 

@@ -71,14 +71,13 @@ def test_relative_corpus_paths_are_found_under_the_data_root(tmp_path, monkeypat
 def test_benchmark_heldout_writes_the_valid_and_test_inputs_of_the_split_the_benchmark_uses(tmp_path, capsys):
     from polymask.modalities import MODALITIES as registry
     from polymask.tasks.data.spec import load_task_spec
-    from polymask.tasks.finetune.kinds import KINDS
 
     out = tmp_path / "held"
     assert main(["benchmark-heldout", "moleculenet", "--tasks", "esol", "--out", str(out)]) == 0
     assert "data.exclude" in capsys.readouterr().out
     summary = json.loads((out / "heldout.json").read_text())
     spec = load_task_spec("moleculenet/esol")
-    task = KINDS[spec.kind].load(spec, registry.get("smiles")(), None)
+    task = spec.task_kind.load(spec, registry.get("smiles")(), None)
     test = (out / "esol-test.smi").read_text().splitlines()
     assert sorted(test) == sorted({inputs[0] for inputs in task.test.inputs})
     assert summary["records"] == {"esol-valid.smi": len({i[0] for i in task.valid.inputs}),

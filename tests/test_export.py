@@ -233,22 +233,22 @@ def test_a_fine_tuned_model_folder_exports_for_sequence_classification(tiny_smil
 def test_one_binary_task_is_multi_label_classification_in_saved_models_and_exports():
     """A binary task has one logit per task under a sigmoid. transformers' single_label_classification would put a
     softmax over that one logit (loss 0 whatever the logit: nothing to learn); multi_label_classification is its
-    BCE-with-logits. Saved models (finetuned.json) and exports use the same table."""
+    BCE-with-logits. Saved models (finetuned.json) and exports state the same: the kind's problem_type."""
     from transformers import BertConfig, BertForSequenceClassification
 
-    from polymask.checkpoints.finetuned import PROBLEM_TYPES
+    from polymask.tasks.finetune.kinds import TASK_KINDS
 
     torch.manual_seed(0)
     model = BertForSequenceClassification(BertConfig(vocab_size=10, hidden_size=8, num_hidden_layers=1,
                                                      num_attention_heads=2, intermediate_size=16, num_labels=1)).eval()
     ids, label = torch.tensor([[1, 2, 3]]), torch.tensor([[1.0]])
-    model.config.problem_type = PROBLEM_TYPES["binary"]
+    model.config.problem_type = TASK_KINDS.get("binary").problem_type
     output = model(ids, labels=label)
     assert torch.isclose(output.loss, torch.nn.functional.binary_cross_entropy_with_logits(output.logits, label))
     model.config.problem_type = "single_label_classification"
     assert model(ids, labels=torch.tensor([0])).loss == 0  # the one class there is: nothing to learn
     head = sequence_head(torch.zeros(1, 8), torch.zeros(1), "binary", ["p_np"], "mean", 0.0)
-    assert head.config["problem_type"] == PROBLEM_TYPES["binary"] == "multi_label_classification"
+    assert head.config["problem_type"] == TASK_KINDS.get("binary").problem_type == "multi_label_classification"
 
 
 def test_remote_classes_of_a_native_export_refuse_a_foreign_esm_config():

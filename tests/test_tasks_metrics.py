@@ -4,7 +4,8 @@ import torch
 from scipy import stats
 from sklearn import metrics as skm
 
-from polymask.model.heads import BinaryHead, RegressionHead
+from polymask.tasks.finetune.kinds.binary import Binary
+from polymask.tasks.finetune.kinds.regression import Regression
 from polymask.tasks.benchmark.report import _task_average
 from polymask.tasks.metrics.scoring import METRICS, better, score
 
@@ -57,7 +58,7 @@ def test_better_respects_direction_and_nan():
 def test_binary_head_masks_missing_labels_out_of_loss_and_gradient():
     logits = torch.randn(4, 3, requires_grad=True)
     labels = torch.tensor([[1.0, float("nan"), 0.0], [0.0, 1.0, float("nan")], [1.0, 1.0, 1.0], [0.0, float("nan"), 0.0]])
-    loss = BinaryHead(labels.numpy()).loss(logits, labels)
+    loss = Binary(labels.numpy()).loss(logits, labels)
     present = ~torch.isnan(labels)
     expected = torch.nn.functional.binary_cross_entropy_with_logits(logits[present], labels[present])
     assert torch.isclose(loss, expected)
@@ -67,7 +68,7 @@ def test_binary_head_masks_missing_labels_out_of_loss_and_gradient():
 
 def test_regression_head_standardises_and_reports_original_units():
     train = np.array([[10.0], [20.0], [30.0]])
-    head = RegressionHead(train)
+    head = Regression(train)
     assert np.allclose(head.predict(torch.zeros(2, 1)), 20.0)
     zero_loss = head.loss(torch.tensor([[-1.2247449], [0.0], [1.2247449]]), torch.tensor(train, dtype=torch.float32))
     assert zero_loss < 1e-6

@@ -31,11 +31,6 @@ from polymask.weights_io import save_weights
 
 FORMAT = "polymask-finetuned"
 FORMAT_VERSION = 1
-#: A task kind's ``problem_type`` in transformers' vocabulary (plus "span" for extractive question answering).
-#: A binary task has one logit per task, each under its own sigmoid: multi_label_classification (transformers'
-#: BCE-with-logits) even for a single task, where single_label_classification would be a softmax over one logit.
-PROBLEM_TYPES = {"regression": "regression", "binary": "multi_label_classification",
-                 "multiclass": "single_label_classification", "span": "span"}
 
 
 @dataclass(frozen=True)

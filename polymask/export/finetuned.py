@@ -1,9 +1,10 @@
 """``polymask export`` of a fine-tuned model folder: the fine-tuned encoder with its task head, loaded by
 ``AutoModelForSequenceClassification`` (and ``AutoModel``), checked against polymask before it is written.
 
-Regression heads come out in the targets' original units (the saved mean and std are folded into the
-layer); binary tasks as one sigmoid output per task, multiclass tasks as softmax over the classes. Span
-(question-answering) models are not exported.
+The task kind maps the head (``TaskKind.exported_layer``, ``problem_type``, ``output_names``): regression heads come
+out in the targets' original units (the saved mean and std are folded into the layer); binary tasks as one sigmoid
+output per task, multiclass tasks as softmax over the classes. Kinds without a ``card_phrase`` (span, question
+answering) are not exported.
 """
 from __future__ import annotations
 
@@ -14,6 +15,7 @@ from polymask.export.hf import ExportResult, write_export
 from polymask.export.layout import sequence_head
 from polymask.export.model_card import CardFacts
 from polymask.export.samples import encode_padded, sample_records
+from polymask.tasks.data.task_kind import TASK_KINDS
 
 
 def export_finetuned(path: Path, out: Path, overwrite: bool = False) -> ExportResult:
@@ -21,14 +23,14 @@ def export_finetuned(path: Path, out: Path, overwrite: bool = False) -> ExportRe
     from polymask.inference.model import load_model
 
     model = load_model(path, device="cpu")
-    meta, task = model.meta, model.task
-    if task["kind"] == "span":
-        raise PolymaskError(f"{path}: a span (question-answering) model; polymask export writes pretrained "
-                            f"encoders and sequence-level models (regression, classification)")
-    names = task["class_names"] if task["kind"] == "multiclass" else task["label_names"]
+    meta, task, kind = model.meta, model.task, model.kind
+    if kind.card_phrase is None:
+        exported = [name for name in TASK_KINDS if TASK_KINDS.get(name).card_phrase is not None]
+        raise PolymaskError(f"{path}: a {kind.name} model, which has no exported head; polymask export writes "
+                            f"pretrained encoders and sequence-level models ({', '.join(exported)})")
     normalisation = meta.get("normalisation") or {}
-    head = sequence_head(model.network.head.weight, model.network.head.bias, task["kind"], names, meta["pooling"],
-                         float(meta["finetune"].get("dropout", 0.0)), normalisation.get("mean"),
+    head = sequence_head(model.network.head.weight, model.network.head.bias, kind.name, kind.output_names(task),
+                         meta["pooling"], float(meta["finetune"].get("dropout", 0.0)), normalisation.get("mean"),
                          normalisation.get("std"))
     texts = sample_records(model.modality, [])
     batch = encode_padded(model.tokenizer, texts, meta["max_len"]) if texts else None

@@ -8,10 +8,10 @@ from typing import Any
 
 import torch
 
-from polymask.checkpoints.finetuned import PROBLEM_TYPES
 from polymask.export.esm_native import HF_ACTIVATIONS, esm_config, esm_weights
 from polymask.model.encoder import Encoder
 from polymask.objectives import Objective
+from polymask.tasks.data.task_kind import TASK_KINDS
 from polymask.tokenization import SpecialIds
 
 
@@ -21,26 +21,26 @@ class SequenceHead:
 
     weights: dict[str, torch.Tensor]  # classifier.weight (n_outputs, d_model), classifier.bias
     config: dict[str, Any]            # num_labels, problem_type, id2label, label2id, pooling, classifier_dropout
+    about: str = ""                   # what the head is, for the model card (the kind's ``card_phrase``)
+    note: str = ""                    # what the export did to the layer, for the model card (``export_note``)
 
 
 def sequence_head(weight: torch.Tensor, bias: torch.Tensor, kind: str, label_names: list[str], pooling: str,
                   dropout: float, mean: list[float] | None = None, std: list[float] | None = None) -> SequenceHead:
-    """A polymask task head (``SequencePredictor.head``) for transformers.
-
-    ``kind`` is polymask's task kind: ``regression`` (the targets' ``mean``/``std`` are folded into the
-    linear layer, so outputs come in original units), ``binary`` (one sigmoid per task:
+    """A polymask task head (``SequencePredictor.head``) for transformers, as the registered task ``kind`` maps it
+    (``TaskKind.problem_type``, ``exported_layer``): ``regression`` (the targets' ``mean``/``std`` are folded into
+    the linear layer, so outputs come in original units), ``binary`` (one sigmoid per task:
     multi_label_classification) or ``multiclass`` (softmax: single_label_classification).
     """
-    problem = PROBLEM_TYPES[kind]
-    weight, bias = weight.detach().float(), bias.detach().float()
-    if kind == "regression":
-        scale, shift = torch.tensor(std, dtype=torch.float32), torch.tensor(mean, dtype=torch.float32)
-        weight, bias = weight * scale[:, None], bias * scale + shift
+    task_kind = TASK_KINDS.get(kind)
+    normalisation = None if mean is None else {"mean": mean, "std": std}
+    weight, bias = task_kind.exported_layer(weight.detach().float(), bias.detach().float(), normalisation)
     id2label = dict(enumerate(label_names))
-    return SequenceHead({"classifier.weight": weight.contiguous(), "classifier.bias": bias.contiguous()},
-                        {"num_labels": len(label_names), "problem_type": problem, "id2label": id2label,
-                         "label2id": {name: index for index, name in id2label.items()}, "pooling": pooling,
-                         "classifier_dropout": dropout})
+    config = {"num_labels": len(label_names), "problem_type": task_kind.problem_type, "id2label": id2label,
+              "label2id": {name: index for index, name in id2label.items()}, "pooling": pooling,
+              "classifier_dropout": dropout}
+    return SequenceHead({"classifier.weight": weight.contiguous(), "classifier.bias": bias.contiguous()}, config,
+                        task_kind.card_phrase or "", task_kind.export_note)
 
 
 def _prefixed(prefix: str, module: torch.nn.Module) -> dict[str, torch.Tensor]:

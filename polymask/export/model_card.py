@@ -10,13 +10,6 @@ from polymask.checkpoints.pretrained import LoadedCheckpoint
 from polymask.export.layout import ExportPlan, SequenceHead
 from polymask.objectives import OBJECTIVES
 
-#: A fine-tuned head's transformers problem type, in words.
-HEAD_KINDS = {
-    "regression": "a regression head, in the targets' original units",
-    "multi_label_classification": "a binary classification head (a sigmoid per task)",
-    "single_label_classification": "a multiclass classification head (a softmax over the classes)",
-}
-
 
 @dataclass
 class CardFacts:
@@ -87,7 +80,7 @@ def _head_text(head: SequenceHead) -> str:
     """What a fine-tuned model's task head is and how to load it."""
     count, names = head.config["num_labels"], ", ".join(f"`{name}`" for name in head.config["id2label"].values())
     return ("`AutoModelForSequenceClassification` carries the fine-tuned task head: "
-            f"{HEAD_KINDS[head.config['problem_type']]} ({count} output{'' if count == 1 else 's'}: {names}; "
+            f"{head.about} ({count} output{'' if count == 1 else 's'}: {names}; "
             f"{head.config['pooling']} pooling). `AutoModel` gives the fine-tuned encoder alone.")
 
 
@@ -175,9 +168,7 @@ def model_card(facts: CardFacts, plan: ExportPlan, difference: float | None, che
     lines += [
         "## How it was made", "",
         f"`polymask export` from the checkpoint `{facts.source}`. The weights are polymask's, in float32 "
-        "safetensors" + ("" if head is None or head.config["problem_type"] != "regression" else
-                         " (the regression targets' mean and std folded into the task head's layer)")
-        + "; nothing was retrained. The export was checked against polymask's encoder before "
-        f"it was written: last hidden states, {check}.", "",
+        "safetensors" + ("" if head is None else head.note) + "; nothing was retrained. The export was checked "
+        f"against polymask's encoder before it was written: last hidden states, {check}.", "",
     ]
     return "\n".join(lines)

@@ -69,7 +69,7 @@ def cmd_predict(args: argparse.Namespace) -> int:
     if clashes:
         raise DataError(f"{args.data} already has the column(s) {clashes} that predict writes; rename them")
     _write_table(pd.concat([table.frame.reset_index(drop=True), applied.frame], axis=1), args.out)
-    cut = "questions cut" if model.task["kind"] == "span" else f"truncated to {model.max_len} tokens"
+    cut = applied.cut or f"truncated to {model.max_len} tokens"
     print(f"polymask predict: {len(table.inputs)} rows: {applied.predicted} predicted, {applied.rejected} rejected "
           f"(see the reason column), {applied.truncated} {cut}, {applied.unknown} with tokens outside the "
           f"vocabulary -> {args.out}")

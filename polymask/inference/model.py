@@ -22,18 +22,29 @@ from polymask.checkpoints.pretrained import read_checkpoint
 from polymask.data.model_inputs import Encoded, Inputs, as_inputs, encode_records, run_batched
 from polymask.encoder_config import fill_legacy_defaults
 from polymask.errors import CheckpointError
-from polymask.inference.columns import REASON, Applied, prediction_columns
+from polymask.inference.columns import REASON, Applied
 from polymask.inference.span import predict_answers_of
 from polymask.modalities import MODALITIES, Modality
 from polymask.model.encoder import Encoder, EncoderConfig
-from polymask.model.heads import TASK_HEADS, Pooling, SequencePredictor
+from polymask.model.heads import Pooling
 from polymask.model.heads import pool as pool_states
+from polymask.registry import UnknownNameError
 from polymask.runtime import resolve_device
+from polymask.tasks.data.task_kind import TASK_KINDS, TaskKind
 from polymask.tasks.finetune.hf_folder import HFEncoder, HFFolder, RawInputs, load_hf_folder
 from polymask.tokenization import SpecialIds
 
 if TYPE_CHECKING:
     import pandas as pd
+
+
+def kind_of(name: str) -> type[TaskKind]:
+    """The registered task kind a saved model names."""
+    try:
+        return TASK_KINDS.get(name)
+    except UnknownNameError as exc:
+        raise CheckpointError(f"the model's task kind: {exc}; import the module that registers it first (--plugin on "
+                              f"the command line)") from None
 
 
 def modality_from(config: dict[str, Any]) -> Modality:
@@ -150,13 +161,9 @@ class FinetunedModel(AppliedEncoder):
         self.task: dict[str, Any] = meta["task"]
         fill_legacy_defaults(meta["encoder"]["config"])
         encoder = Encoder(EncoderConfig.model_validate(meta["encoder"]["config"]), meta["encoder"]["vocab_size"])
-        if self.task["kind"] == "span":
-            from polymask.model.heads import SpanPredictor
-
-            self.network: torch.nn.Module = SpanPredictor(encoder)
-        else:
-            self.network = SequencePredictor(encoder, self.task["n_outputs"], meta["pooling"], dropout=0.0)
-            self.head = TASK_HEADS[self.task["kind"]].restore(meta["normalisation"])
+        self.kind = kind_of(self.task["kind"])
+        self.network: torch.nn.Module = self.kind.network(encoder, self.task["n_outputs"], meta["pooling"], 0.0)
+        self.head = self.kind.restore(meta["normalisation"])  # the kind's prediction rule, as saved
         try:
             self.network.load_state_dict(weights)
         except RuntimeError as exc:
@@ -166,9 +173,9 @@ class FinetunedModel(AppliedEncoder):
         self.network.eval().to(self.device)
 
     def predict(self, records: Any, batch_size: int = 64, progress: bool = False) -> "pd.DataFrame":
-        """One row per record, in order (with the index of a DataFrame or Series given): the prediction columns
-        (see ``polymask.inference.columns``; for a span model ``predicted_answer``) and ``reason``, set where the
-        record was rejected and its prediction cells left empty."""
+        """One row per record, in order (with the index of a DataFrame or Series given): the task kind's prediction
+        columns (``TaskKind.prediction_columns``; for a span model ``predicted_answer``) and ``reason``, set where
+        the record was rejected and its prediction cells left empty."""
         inputs, reasons, index = as_inputs(records, self.input_columns)
         frame = self.predict_inputs(inputs, reasons, batch_size, progress).frame
         if index is not None:
@@ -180,7 +187,7 @@ class FinetunedModel(AppliedEncoder):
         """Predictions for parsed inputs, with the counts a command-line summary reports."""
         import pandas as pd
 
-        if self.task["kind"] == "span":
+        if not self.kind.table:  # span: answers read off the context's windows
             return predict_answers_of(self, inputs, reasons, batch_size)
         encoded = self.encode_inputs(inputs, reasons)
         accepted = encoded.accepted
@@ -191,7 +198,7 @@ class FinetunedModel(AppliedEncoder):
 
         outputs[accepted] = run_batched([encoded.ids[i] for i in accepted], forward, outputs.shape[1], batch_size,
                                         self.pad, self.device, progress=progress, desc="predict")
-        frame = pd.DataFrame(prediction_columns(self.task, outputs))
+        frame = pd.DataFrame(self.kind.prediction_columns(self.task, outputs))
         frame[REASON] = encoded.reasons
         return Applied(frame, len(accepted), len(inputs) - len(accepted), encoded.truncated, encoded.unknown)
 

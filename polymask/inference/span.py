@@ -53,4 +53,4 @@ def predict_answers_of(model: "FinetunedModel", inputs: Sequence[Inputs], reason
     for row, prediction in zip(rows, predictions):
         answers[row], scores[row] = answer_text(prediction), prediction[1]
     frame = pd.DataFrame({ANSWER: answers, **({NO_ANSWER_SCORE: scores} if allow_null else {}), REASON: reasons})
-    return Applied(frame, len(rows), len(inputs) - len(rows), features.questions_cut, 0)
+    return Applied(frame, len(rows), len(inputs) - len(rows), features.questions_cut, 0, cut="questions cut")

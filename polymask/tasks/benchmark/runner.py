@@ -26,7 +26,6 @@ from polymask.tasks.benchmark.pretraining_report import pretraining_sections
 from polymask.tasks.benchmark.report import write_report
 from polymask.tasks.benchmark.systems import System
 from polymask.tasks.data.spec import TaskSpec, as_task_spec
-from polymask.tasks.finetune.kinds import KINDS
 from polymask.tasks.finetune.options import FinetuneConfig
 from polymask.tasks.metrics.scoring import METRICS
 from polymask.tracking import TrackedRun
@@ -48,7 +47,7 @@ def _load_tasks(specs: list[TaskSpec], systems: list[System], data_dir: Path | N
             if key in loaded or spec.key in missing:
                 continue
             try:
-                loaded[key] = KINDS[spec.kind].load(spec, system.modality, data_dir)
+                loaded[key] = spec.task_kind.load(spec, system.modality, data_dir)
             except TaskFileMissing as exc:
                 if not missing_ok:
                     raise

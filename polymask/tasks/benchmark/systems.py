@@ -31,9 +31,9 @@ from polymask.modalities.base import Modality
 from polymask.model.encoder import Encoder
 from polymask.registry import Registry
 from polymask.tasks.data.loading import TaskData, with_train_cap
-from polymask.tasks.data.spec import TABLE_KINDS, TaskSpec, as_task_spec
+from polymask.tasks.data.spec import TaskSpec, as_task_spec
+from polymask.tasks.data.task_kind import table_kinds
 from polymask.tasks.finetune.hf_folder import HFEncoder, HFFolder, HFTokenizer, RawInputs, is_hf_folder, load_hf_folder
-from polymask.tasks.finetune.kinds import KINDS
 from polymask.tasks.finetune.options import FinetuneConfig
 from polymask.tasks.metrics.scoring import score
 from polymask.tracking import TrackedRun, open_reporter, require
@@ -81,8 +81,8 @@ def _finetuned(encoder_factory: Callable[[int], Encoder | HFEncoder], tokenizer:
                                                                "checkpoint": str(source),
                                                                "finetune": settings.model_dump(mode="json")})
         try:
-            return KINDS[task.spec.kind].finetune(task, encoder_factory(seed), tokenizer, modality, settings,
-                                                  seed, save_target(model_dir), reporter)
+            return task.spec.task_kind.finetune(task, encoder_factory(seed), tokenizer, modality, settings, seed,
+                                                save_target(model_dir), reporter)
         finally:
             reporter.close()
 
@@ -167,10 +167,10 @@ def pretrained_systems(paths: list[Path], config: FinetuneConfig, tasks: Sequenc
     row: the first polymask checkpoint's architecture, else the first folder's, randomly initialised."""
     hf_paths = [path for path in paths if is_hf_folder(path)]
     specs = [as_task_spec(task) for task in tasks] if hf_paths else []
-    spans = [spec.key for spec in specs if spec.kind not in TABLE_KINDS]
+    spans = [spec.key for spec in specs if not spec.task_kind.table]
     if spans:
         raise ConfigError(f"{hf_paths[0]}: a Hugging Face folder is fine-tuned on table tasks "
-                          f"({', '.join(TABLE_KINDS)}) only, not on {', '.join(spans)}")
+                          f"({', '.join(table_kinds())}) only, not on {', '.join(spans)}")
     folders = [load_hf_folder(path) for path in hf_paths]
     ours = {path: checkpoint_system(path, config) for path in paths if path not in hf_paths}
     modality = next(iter(ours.values())).modality if ours else _tasks_modality(specs)

@@ -44,7 +44,7 @@ def write_heldout(task_keys: Sequence[str], splits: Sequence[str], out: Path,
     protocols: dict[str, str] = {}
     for key in task_keys:
         spec = load_task_spec(key)
-        if spec.kind not in ("binary", "multiclass", "regression"):
+        if not spec.task_kind.table:
             raise ConfigError(f"{key}: held-out files are written for table tasks, not for {spec.kind} tasks")
         task = load_task(spec, default_modality(spec.modality), data_dir)
         protocols[key] = task.protocol

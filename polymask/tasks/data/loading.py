@@ -61,10 +61,8 @@ class TaskData:
 
     @property
     def n_outputs(self) -> int:
-        """Output units of the head: one per binary/regression task, one per class for multiclass."""
-        if self.spec.kind == "multiclass":
-            return len(self.spec.label_values or []) or int(np.nanmax(self.train.labels)) + 1
-        return len(self.label_names)
+        """Output units of the head, as the task's kind counts them (one per label column; multiclass: per class)."""
+        return self.spec.task_kind.n_outputs(self.spec, self.label_names, self.train.labels)
 
 
 def data_dirs(data_dir: Path | None, benchmark: str) -> list[Path]:
@@ -180,6 +178,7 @@ def read_table(source: TableSource, spec: TaskSpec, modality: Modality,
     input_at = [header.index(c) for c in spec.input_columns]
     label_at = [header.index(c) for c in label_names]
     inputs, labels = [], []
+    kind = spec.task_kind
     for line, row in rows:
         try:
             if isinstance(row, InvalidRecord):
@@ -189,8 +188,7 @@ def read_table(source: TableSource, spec: TaskSpec, modality: Modality,
             values = [_label(row[i], spec) for i in label_at]
             if all(np.isnan(values)):
                 raise InvalidRecord("no label")
-            if spec.kind == "multiclass" and np.isnan(values).any():
-                raise InvalidRecord("missing class label")
+            kind.check_labels(values)
             inputs.append(tuple(normalize_record(modality, row[i]) for i in input_at))
             labels.append(values)
         except InvalidRecord as exc:

@@ -9,14 +9,16 @@ from polymask.data.readers import check_readable, file_kind, pick_column
 from polymask.errors import ConfigError
 from polymask.modalities.base import Modality
 from polymask.tasks.data.loading import Row, require_columns, table_file_rows
-from polymask.tasks.data.spec import OWN_DATA, OWN_DATA_SPLITS, OwnDataSplit, SplitSpec, TableKind, TaskSpec
-
-#: The headline metric and the further ones of each kind of task.
-KIND_METRICS: dict[str, tuple[str, list[str]]] = {
-    "regression": ("rmse", ["mae"]),
-    "binary": ("roc_auc", ["prc_auc"]),
-    "multiclass": ("accuracy", ["macro_f1"]),
-}
+from polymask.tasks.data.spec import (
+    OWN_DATA,
+    OWN_DATA_SPLITS,
+    TABLE_KINDS,
+    OwnDataSplit,
+    SplitSpec,
+    TableKind,
+    TaskSpec,
+)
+from polymask.tasks.data.task_kind import TASK_KINDS
 
 
 def _number(value: str) -> float | None:
@@ -36,6 +38,8 @@ def target_kind(values: Mapping[str, Sequence[str]],
     of target columns holding ``values`` (non-empty fields as read; "nan" counts as missing). Without ``kind`` it is
     inferred: 0/1 in every column, or two classes in all: binary (a task per column); other numbers: regression; one
     column of more than two text classes: multiclass. A ``kind`` the values cannot have is a ``ConfigError``."""
+    if kind is not None and kind not in TABLE_KINDS:
+        raise ConfigError(f"--kind {kind}: a table's targets are read as one of {', '.join(TABLE_KINDS)}")
     columns = {name: [v for v in column if v.strip() and v.lower() != "nan"] for name, column in values.items()}
     empty = [name for name, column in columns.items() if not column]
     if empty:
@@ -108,10 +112,11 @@ def own_task_spec(path: Path, targets: Sequence[str], modality: Modality, input_
     if method == "scaffold" and modality.default_split != "scaffold":
         raise ConfigError(f"--split scaffold groups molecules by scaffold; {modality.name} records have none "
                           f"(use --split random)")
-    metric, extra_metrics = KIND_METRICS[kind]
+    metric, extra_metrics = TASK_KINDS.get(kind).metrics  # the kind's headline metric and the further ones
     name = "-".join([Path(path.name.removesuffix(".gz")).stem, *targets])  # another target: another task and cell
     return TaskSpec(name=name, benchmark=OWN_DATA, modality=modality.name,
                     kind=kind, files={"all": str(path.resolve())}, delimiter=delimiter, input_columns=[column],
-                    label_columns=list(targets), label_values=classes, metric=metric, extra_metrics=extra_metrics,
+                    label_columns=list(targets), label_values=classes, metric=metric,
+                    extra_metrics=list(extra_metrics),
                     split=SplitSpec(method=method), evaluated_on=f"{method} test split (10%)", source=str(path),
                     in_default_benchmark=False)

@@ -9,19 +9,21 @@ from pathlib import Path
 from typing import Literal, get_args
 
 import yaml
-from pydantic import Field, ValidationError, model_validator
+from pydantic import Field, ValidationError, field_validator, model_validator
 
 from polymask.errors import ConfigError
 from polymask.registry import did_you_mean
 from polymask.resources import builtin_dir
 from polymask.schema import StrictModel
+from polymask.tasks.data.task_kind import TASK_KINDS, TaskKind
 
 #: A benchmark's fine-tuning recipe, beside its task specs.
 RECIPE_FILE = "recipe.yaml"
 
-#: Kinds of table tasks (one loader, one fine-tuning loop): binary (one or more 0/1 targets), multiclass, regression.
+#: The kinds a user's own table is read as (``finetune --data FILE --kind``, ``own_task_spec``), from its target
+#: values: binary (0/1, or two classes, per column), multiclass (one column of classes), regression (numbers).
+#: Every other use of a kind asks the kind object (``TaskSpec.task_kind``; ``task_kind.table_kinds()``).
 TableKind = Literal["binary", "multiclass", "regression"]
-TaskKind = Literal[TableKind, "span"]
 TABLE_KINDS: tuple[str, ...] = get_args(TableKind)
 #: The benchmark name of a task built from a user's own table (``polymask finetune --data``).
 OWN_DATA = "own-data"
@@ -49,8 +51,8 @@ class TaskSpec(StrictModel):
     name: str = Field(description="task name, unique within its benchmark")
     benchmark: str = Field(description="benchmark group (moleculenet, glue, dna, ...)")
     modality: str = Field(description="modality the inputs belong to")
-    kind: TaskKind = Field(description="binary (one or more binary tasks), multiclass, regression, or span "
-                                       "(extractive question answering, SQuAD JSON)")
+    kind: str = Field(description="a registered task kind (polymask.tasks.finetune.kinds): binary (one or more binary "
+                                  "tasks), multiclass, regression, span (extractive question answering, SQuAD JSON)")
     files: dict[str, str] = Field(
         description="file per split (train/valid/test) for predefined splits, else {all: file}; looked up in the "
                     "data directory, then in the built-in tasks/<benchmark>/data/ (a .gz twin is accepted)")
@@ -84,6 +86,17 @@ class TaskSpec(StrictModel):
     @property
     def key(self) -> str:
         return f"{self.benchmark}/{self.name}"
+
+    @property
+    def task_kind(self) -> type[TaskKind]:
+        """The registered kind the spec names."""
+        return TASK_KINDS.get(self.kind)
+
+    @field_validator("kind")
+    @classmethod
+    def _registered_kind(cls, kind: str) -> str:
+        TASK_KINDS.get(kind)  # an unknown name lists the registered kinds
+        return kind
 
     @model_validator(mode="after")
     def _check(self) -> "TaskSpec":

@@ -23,7 +23,7 @@ SUMMARY_FILE = "corpus.json"
 
 def _load(key: str, data_dir: Path | None) -> Any:
     spec = load_task_spec(key)
-    if spec.kind not in ("binary", "multiclass", "regression"):
+    if not spec.task_kind.table:
         raise ConfigError(f"{key}: a corpus is built from table tasks, not from {spec.kind} tasks")
     return load_task(spec, default_modality(spec.modality), data_dir)
 

@@ -4,33 +4,27 @@ from __future__ import annotations
 
 from typing import Any
 
-from polymask.checkpoints.finetuned import FORMAT, FORMAT_VERSION, PROBLEM_TYPES, SaveTarget
+from polymask.checkpoints.finetuned import FORMAT, FORMAT_VERSION, SaveTarget
 from polymask.modalities.base import Modality
 from polymask.model.encoder import Encoder
 from polymask.tasks.data.spec import TaskSpec
-
-def class_names(spec: TaskSpec, n_outputs: int) -> list[str]:
-    """Names of the classes of a classification task: the spec's label values, else 0, 1, ..."""
-    if spec.kind == "binary":
-        return list(spec.label_values or ["0", "1"])
-    if spec.kind == "multiclass":
-        return list(spec.label_values or [str(i) for i in range(n_outputs)])
-    return []
 
 
 def finetuned_meta(spec: TaskSpec, label_names: list[str], n_outputs: int, modality: Modality, encoder: Encoder,
                    finetune_config: dict[str, Any], seed: int, valid: dict[str, float], best_epoch: int,
                    target: SaveTarget, normalisation: dict[str, list[float]] | None = None,
                    span: dict[str, Any] | None = None) -> dict[str, Any]:
-    """The JSON that makes a saved predictor usable on its own: ``normalisation`` (mean, std) of regression
-    targets, ``span`` options (windows, longest answer, whether "no answer" is allowed) of span tasks."""
+    """The JSON that makes a saved predictor usable on its own: the task's kind with the kind's problem type and
+    class names, ``normalisation`` (mean, std) of regression targets, ``span`` options (windows, longest answer,
+    whether "no answer" is allowed) of span tasks."""
     modality_config = modality.config.model_dump(mode="json")
     modality_config["tokenizer"] = None  # the tokenizer is copied into the folder
+    kind = spec.task_kind
     return {
         "format": FORMAT, "format_version": FORMAT_VERSION,
-        "task": {"key": spec.key, "kind": spec.kind, "problem_type": PROBLEM_TYPES[spec.kind],
+        "task": {"key": spec.key, "kind": spec.kind, "problem_type": kind.problem_type,
                  "input_columns": list(spec.input_columns), "label_names": list(label_names),
-                 "class_names": class_names(spec, n_outputs), "n_outputs": n_outputs, "source": spec.source},
+                 "class_names": kind.class_names(spec, n_outputs), "n_outputs": n_outputs, "source": spec.source},
         "normalisation": normalisation,
         "modality": modality_config,
         "encoder": {"config": encoder.config.model_dump(mode="json"), "vocab_size": encoder.vocab_size},

@@ -23,9 +23,10 @@ from polymask.data.batching import BatchSampler, collate
 from polymask.data.model_inputs import run_batched
 from polymask.modalities.base import Modality
 from polymask.model.encoder import Encoder
-from polymask.model.heads import TASK_HEADS, SequencePredictor, TaskHead
+from polymask.model.heads import SequencePredictor
 from polymask.runtime import autocast, precision_used, resolve_device
 from polymask.tasks.data.loading import TaskData, TaskSplit, subset
+from polymask.tasks.data.task_kind import TaskKind
 from polymask.tasks.finetune.loop import fit
 from polymask.tasks.finetune.options import FinetuneConfig
 from polymask.tasks.finetune.saved_meta import finetuned_meta
@@ -68,7 +69,7 @@ def augmented_epochs(split: TaskSplit, modality: Modality, tokenizer: Tokenizer,
     return of_epoch
 
 
-def _predict(model: SequencePredictor, head: TaskHead, data: EncodedSplit, batch_size: int, pad: int,
+def _predict(model: SequencePredictor, head: TaskKind, data: EncodedSplit, batch_size: int, pad: int,
              device: torch.device, precision: str) -> np.ndarray:
     model.eval()
     predictions = run_batched(data.sequences, lambda batch: head.predict(model(batch.input_ids, batch.attention_mask)),
@@ -94,8 +95,8 @@ def finetune(task: TaskData, encoder: Encoder, tokenizer: Tokenizer, modality: M
         train_split, subset(task.valid, config.max_valid_examples, fixed), subset(task.test, config.max_test_examples, fixed)))
     epoch_data = (augmented_epochs(train_split, modality, tokenizer, config.max_len, seed, spec.invariant_to)
                   if config.augment else lambda epoch: train)
-    head = TASK_HEADS[spec.kind](train.labels)
-    model = SequencePredictor(encoder, task.n_outputs, config.pooling, config.dropout).to(device)
+    head = spec.task_kind(train.labels)  # the kind's loss and prediction rule, fitted to the training labels
+    model = spec.task_kind.network(encoder, task.n_outputs, config.pooling, config.dropout).to(device)
     if config.freeze_encoder:
         model.encoder.requires_grad_(False)
     sampler = BatchSampler(np.array([len(s) for s in train.sequences]), config.batch_size, seed)

@@ -27,7 +27,6 @@ from threadpoolctl import threadpool_limits
 from polymask.errors import ConfigError
 from polymask.tasks.benchmark.systems import REFERENCES, Reference, reference_result
 from polymask.tasks.data.loading import TaskData
-from polymask.tasks.finetune.kinds import TABLE_KINDS
 from polymask.tasks.metrics.scoring import better, score
 
 WORD_NGRAMS = (1, 2)
@@ -35,6 +34,8 @@ CHAR_NGRAMS = (2, 5)
 C_GRID = (0.1, 0.3, 1.0, 3.0, 10.0)
 ALPHA_GRID = (0.1, 1.0, 10.0, 100.0)
 MAX_ITER = 1000
+#: The task kinds the TF-IDF linear reference fits (``_model``, ``_predict``).
+LINEAR_KINDS = ("binary", "multiclass", "regression")
 
 
 def constant_prediction(task: TaskData, count: int) -> np.ndarray:
@@ -130,7 +131,7 @@ def tuned(task: TaskData, seed: int, features: dict[str, sparse.csr_matrix]) -> 
 
 def tfidf_linear(task: TaskData, seed: int) -> dict[str, Any]:
     """Fit one model per strength of the grid on TF-IDF features; keep the best on validation; score it on test."""
-    if task.spec.kind not in TABLE_KINDS or task.train.labels.shape[1] != 1:
+    if task.spec.kind not in LINEAR_KINDS or task.train.labels.shape[1] != 1:
         raise ConfigError(f"{task.spec.key}: the TF-IDF reference handles single-label classification and "
                           f"regression only")
     started = time.perf_counter()

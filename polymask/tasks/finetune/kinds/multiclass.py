@@ -1,0 +1,58 @@
+"""multiclass: one column of classes per record, a softmax over the classes."""
+from __future__ import annotations
+
+from typing import TYPE_CHECKING, Any
+
+import numpy as np
+
+from polymask.errors import InvalidRecord
+from polymask.tasks.data.task_kind import register_task_kind
+from polymask.tasks.finetune.kinds.table import TableTaskKind, class_columns
+
+if TYPE_CHECKING:
+    from torch import Tensor
+
+    from polymask.tasks.data.spec import TaskSpec
+
+
+@register_task_kind("multiclass")
+class Multiclass(TableTaskKind):
+    """One class per example, among the spec's label values (else 0, 1, ... up to the largest in training)."""
+
+    problem_type = "single_label_classification"
+    metrics = ("accuracy", ("macro_f1",))
+    card_phrase = "a multiclass classification head (a softmax over the classes)"
+
+    @classmethod
+    def check_labels(cls, values: list[float]) -> None:
+        if np.isnan(values).any():
+            raise InvalidRecord("missing class label")
+
+    @classmethod
+    def n_outputs(cls, spec: "TaskSpec", label_names: list[str], train_labels: np.ndarray) -> int:
+        """One output per class."""
+        return len(spec.label_values or []) or int(np.nanmax(train_labels)) + 1
+
+    @classmethod
+    def class_names(cls, spec: "TaskSpec", n_outputs: int) -> list[str]:
+        return list(spec.label_values or [str(i) for i in range(n_outputs)])
+
+    def loss(self, logits: "Tensor", labels: "Tensor") -> "Tensor":
+        import torch
+
+        return torch.nn.functional.cross_entropy(logits, labels[:, 0].long())
+
+    def predict(self, logits: "Tensor") -> np.ndarray:
+        import torch
+
+        return torch.softmax(logits, dim=-1).cpu().numpy()
+
+    @classmethod
+    def prediction_columns(cls, task: dict[str, Any], outputs: np.ndarray) -> dict[str, Any]:
+        """``prob_<class>`` per class and ``predicted_<label>``, the most probable class."""
+        return class_columns(task, outputs)
+
+    @classmethod
+    def output_names(cls, task: dict[str, Any]) -> list[str]:
+        """One output per class."""
+        return list(task["class_names"])
