@@ -15,6 +15,9 @@ Public API::
     @polymask.register_modality("protein")
     class Protein(polymask.Modality): ...
 
+    @polymask.register_task_kind("count")      # a task spec may then say `kind: count`
+    class Count(polymask.TableTaskKind): ...
+
 The names below are imported on first use (PEP 562), so ``import polymask`` (and ``polymask --help``)
 does not load torch, datasets or RDKit.
 """
@@ -34,6 +37,7 @@ _EXPORTS = {
     "polymask.objectives": ("OBJECTIVES", "Objective", "ObjectiveConfig", "register_objective"),
     "polymask.registry": ("Registry",),
     "polymask.tasks.api": ("benchmark", "finetune", "load_task"),
+    "polymask.tasks.finetune.kinds": ("TASK_KINDS", "TableTaskKind", "TaskKind", "register_task_kind"),
     "polymask.training.trainer": ("train",),
 }
 _MODULE_OF = {name: module for module, names in _EXPORTS.items() for name in names}
@@ -63,4 +67,5 @@ if TYPE_CHECKING:
     from polymask.objectives import OBJECTIVES, Objective, ObjectiveConfig, register_objective
     from polymask.registry import Registry
     from polymask.tasks.api import benchmark, finetune, load_task
+    from polymask.tasks.finetune.kinds import TASK_KINDS, TableTaskKind, TaskKind, register_task_kind
     from polymask.training.trainer import train
