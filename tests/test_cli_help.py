@@ -15,7 +15,7 @@ from polymask.tasks.data.spec import load_task_spec
 from polymask.tasks.finetune.loop import fit
 from polymask.tasks.finetune.options import FinetuneConfig
 
-HEAVY = ("torch", "datasets", "pandas", "rdkit", "transformers", "sklearn", "scipy", "deepchem")
+HEAVY = ("numpy", "torch", "datasets", "pandas", "rdkit", "transformers", "sklearn", "scipy", "deepchem")
 
 
 def _sub_parsers(parser: argparse.ArgumentParser, prefix: tuple[str, ...] = ()):
@@ -30,7 +30,7 @@ VERBS = [" ".join(path) for path, _ in _sub_parsers(build_parser())]
 
 
 def test_help_imports_no_heavy_library():
-    """`polymask --help` and every `polymask <verb> --help` run without loading torch, datasets, pandas or RDKit."""
+    """`polymask --help` and every `polymask <verb> --help` run without loading numpy, torch, datasets, pandas or RDKit."""
     script = (
         "import json, sys\n"
         "from polymask.cli import main\n"

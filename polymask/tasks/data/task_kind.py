@@ -16,11 +16,10 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING, Any, Callable, ClassVar
 
-import numpy as np
-
 from polymask.registry import Registry
 
 if TYPE_CHECKING:
+    import numpy as np
     from torch import Tensor, nn
 
     from polymask.model.encoder import Encoder
@@ -90,6 +89,8 @@ class TaskKind:
     @classmethod
     def restore(cls, normalisation: dict[str, list[float]] | None) -> "TaskKind":
         """The prediction rule of a saved model, from its ``normalisation()`` instead of training labels."""
+        import numpy as np
+
         return cls(np.empty((0, 0)))
 
     def loss(self, logits: "Tensor", labels: "Tensor") -> "Tensor":

@@ -3,12 +3,11 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING, Any
 
-import numpy as np
-
 from polymask.tasks.data.task_kind import register_task_kind
 from polymask.tasks.finetune.kinds.table import TableTaskKind, class_columns
 
 if TYPE_CHECKING:
+    import numpy as np
     from torch import Tensor
 
     from polymask.tasks.data.spec import TaskSpec
@@ -43,6 +42,8 @@ class Binary(TableTaskKind):
     def prediction_columns(cls, task: dict[str, Any], outputs: np.ndarray) -> dict[str, Any]:
         """Several tasks (Tox21, ToxCast, SIDER): ``prob_<task>``, the probability of the positive class, one per
         task; one task: ``prob_<class>`` of both classes and ``predicted_<label>``."""
+        import numpy as np
+
         labels = task["label_names"]
         if len(labels) > 1:
             return {f"prob_{name}": outputs[:, i] for i, name in enumerate(labels)}

@@ -3,13 +3,12 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING, Any
 
-import numpy as np
-
 from polymask.errors import InvalidRecord
 from polymask.tasks.data.task_kind import register_task_kind
 from polymask.tasks.finetune.kinds.table import TableTaskKind, class_columns
 
 if TYPE_CHECKING:
+    import numpy as np
     from torch import Tensor
 
     from polymask.tasks.data.spec import TaskSpec
@@ -25,12 +24,16 @@ class Multiclass(TableTaskKind):
 
     @classmethod
     def check_labels(cls, values: list[float]) -> None:
+        import numpy as np
+
         if np.isnan(values).any():
             raise InvalidRecord("missing class label")
 
     @classmethod
     def n_outputs(cls, spec: "TaskSpec", label_names: list[str], train_labels: np.ndarray) -> int:
         """One output per class."""
+        import numpy as np
+
         return len(spec.label_values or []) or int(np.nanmax(train_labels)) + 1
 
     @classmethod

@@ -3,12 +3,11 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING, Any
 
-import numpy as np
-
 from polymask.tasks.data.task_kind import register_task_kind
 from polymask.tasks.finetune.kinds.table import TableTaskKind
 
 if TYPE_CHECKING:
+    import numpy as np
     from torch import Tensor
 
 
@@ -22,6 +21,8 @@ class Regression(TableTaskKind):
     export_note = " (the regression targets' mean and std folded into the task head's layer)"
 
     def __init__(self, train_labels: np.ndarray, normalisation: dict[str, list[float]] | None = None) -> None:
+        import numpy as np
+
         super().__init__(train_labels)
         if normalisation is None:
             self.mean = np.nanmean(train_labels, axis=0)
@@ -31,6 +32,8 @@ class Regression(TableTaskKind):
 
     @classmethod
     def restore(cls, normalisation: dict[str, list[float]] | None) -> "Regression":
+        import numpy as np
+
         return cls(np.empty((0, len(normalisation["mean"]))), normalisation)
 
     def loss(self, logits: "Tensor", labels: "Tensor") -> "Tensor":

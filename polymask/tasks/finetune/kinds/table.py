@@ -8,11 +8,10 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING, Any
 
-import numpy as np
-
 from polymask.tasks.data.task_kind import TaskKind
 
 if TYPE_CHECKING:
+    import numpy as np
     from polymask.model.encoder import Encoder
     from polymask.model.heads import SequencePredictor
     from polymask.modalities.base import Modality
@@ -48,6 +47,7 @@ class TableTaskKind(TaskKind):
 def class_columns(task: dict[str, Any], probabilities: np.ndarray) -> dict[str, Any]:
     """``prob_<class>`` per class and ``predicted_<label>``, the most probable class (empty for a rejected row, whose
     probabilities are NaN), of a task with one label column."""
+    import numpy as np
     labels, classes = task["label_names"], task["class_names"]
     rejected = np.isnan(probabilities).any(axis=1)
     columns: dict[str, Any] = {f"prob_{name}": probabilities[:, j] for j, name in enumerate(classes)}
