@@ -297,7 +297,7 @@ def _add_tasks(sub: argparse._SubParsersAction) -> None:
 
 
 def _add_models(sub: argparse._SubParsersAction) -> None:
-    from polymask.export.builtin_cli import add_commands
+    from polymask.export.models_cli import add_commands
 
     add_commands(sub)
 

@@ -1,4 +1,4 @@
-"""``polymask models`` (list the built-in models; no torch) and ``polymask models add`` (make one)."""
+"""``polymask models`` (list the built-in models; no torch) and ``polymask models add`` (write one: an export)."""
 from __future__ import annotations
 
 import argparse
