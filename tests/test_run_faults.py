@@ -65,7 +65,7 @@ def test_one_nonfinite_step_is_skipped_counted_and_makes_no_update(tmp_path, mak
     def poison_third_step(module, inputs, output):
         calls["n"] += 1
         if calls["n"] == 3:
-            before.update({k: v.clone() for k, v in trainer.model.state_dict().items()})
+            before.update({k: v.clone() for k, v in trainer.objective.state_dict().items()})
             return output * math.nan
         return output
 
@@ -75,7 +75,7 @@ def test_one_nonfinite_step_is_skipped_counted_and_makes_no_update(tmp_path, mak
     def step_and_compare(*args):
         result = original_step(*args)
         if calls["n"] == 3:  # the poisoned step changed no weight
-            assert all(torch.equal(before[k], v) for k, v in trainer.model.state_dict().items())
+            assert all(torch.equal(before[k], v) for k, v in trainer.objective.state_dict().items())
         return result
 
     trainer.step = step_and_compare
@@ -91,7 +91,7 @@ def test_a_checkpoint_with_nonfinite_tensors_is_never_written(tmp_path, make_con
     trainer.fit()
     finite = latest_checkpoint(run)
     with torch.no_grad():
-        next(trainer.model.parameters()).fill_(math.inf)
+        next(trainer.objective.parameters()).fill_(math.inf)
     trainer.state.step = 3
     with pytest.raises(TrainingDiverged, match="step 3: non-finite values in .*checkpoint not written"):
         trainer.save()

@@ -52,7 +52,7 @@ def polymask_contender(objective: str, modality: str, preset: str, batch_size: i
                        workdir: Path, mask_ratio: float) -> Contender:
     """A polymask objective, stepped by its own trainer."""
     trainer = polymask_trainer(objective, modality, preset, batch_size, max_len, precision, workdir, mask_ratio)
-    return Contender(lambda: train_step(trainer), trainer.model.encoder, trainer.device,
+    return Contender(lambda: train_step(trainer), trainer.objective.encoder, trainer.device,
                      precision_used(trainer.device, precision))
 
 

@@ -24,7 +24,7 @@ from polymask.runtime import step_generator
 
 def expansion_ratio(trainer: Any, rounds: int) -> dict[str, float] | None:
     """Encoder positions over input positions (L'/L) on the first ``rounds`` training batches."""
-    model = trainer.model
+    model = trainer.objective
     if not hasattr(model, "expand"):
         return None
     expanded_real = real = expanded_padded = padded = 0

@@ -139,14 +139,14 @@ class Trainer:
         #: every batch width (and what the objective pads) is rounded up to a multiple of this
         self.shape_multiple = resolve_shape_multiple(train_config, self.device)
         self.encoder = Encoder(config.model, self.tokenizer.get_vocab_size())  # model.rope_2d is the objective's
-        self.model = build_objective(config.objective, self.encoder, self.specials, self.modality.mask_span,
+        self.objective = build_objective(config.objective, self.encoder, self.specials, self.modality.mask_span,
                                      self.shape_multiple).to(self.device)
         if train_config.absent_token_bias is not None and self.train_token_counts is not None:
-            self.model.lower_absent_tokens(self.train_token_counts, train_config.absent_token_bias)
+            self.objective.lower_absent_tokens(self.train_token_counts, train_config.absent_token_bias)
         if train_config.compile:
             self.encoder.compile()
-        self.train_model = wrap_model(self.model, self.dist, self.device, train_config.parallel)
-        self.optimizer = build_optimizer(self.model, train_config)
+        self.wrapped_objective = wrap_model(self.objective, self.dist, self.device, train_config.parallel)
+        self.optimizer = build_optimizer(self.objective, train_config)
         self.valid_batches = BatchSampler(self.valid_store.lengths, train_config.batch_size, train_config.seed,
                                           "bucket", shuffle=False).epoch(0)
         self.state = TrainState()
@@ -249,12 +249,12 @@ class Trainer:
             batch = self.device_batch(self._augmented(micro_batch, augment_seed))
             last = position == len(mine) - 1
             with self._gradient_sync(last), autocast(self.device, config.precision):
-                output = self.train_model(batch, step_generator(config.seed, self.state.step, index))
+                output = self.wrapped_objective(batch, step_generator(config.seed, self.state.step, index))
                 (output.loss / config.grad_accum).backward()
             loss_total += output.loss.item() / config.grad_accum
             real += batch.real_tokens
             padded += batch.padded_tokens
-        norm = torch.nn.utils.clip_grad_norm_(self.model.parameters(), config.grad_clip or math.inf)
+        norm = torch.nn.utils.clip_grad_norm_(self.objective.parameters(), config.grad_clip or math.inf)
         norm = norm.full_tensor() if hasattr(norm, "full_tensor") else norm  # FSDP: a sharded norm
         nonfinite = not (math.isfinite(loss_total) and bool(torch.isfinite(norm)))
         loss_sum, real, padded, nonfinite = self.dist.sum([loss_total, real, padded, float(nonfinite)], self.device)
@@ -270,26 +270,26 @@ class Trainer:
 
     def _gradient_sync(self, last_micro_batch: bool) -> Any:
         """DDP all-reduces gradients only after the last micro-batch of a step."""
-        if last_micro_batch or not hasattr(self.train_model, "no_sync"):
+        if last_micro_batch or not hasattr(self.wrapped_objective, "no_sync"):
             return torch.enable_grad()
-        return self.train_model.no_sync()
+        return self.wrapped_objective.no_sync()
 
     @torch.no_grad()
     def evaluate(self) -> dict[str, float]:
         """Validation loss and masked-token accuracy with fixed masks (the same at every evaluation)."""
         config = self.config.train
-        self.model.eval()
+        self.objective.eval()
         loss_sum, predictions, correct = 0.0, 0, 0
         batches = self.valid_batches[:config.eval_batches] if config.eval_batches else self.valid_batches
         with FinalStates(self.encoder, self.specials.all, config.collapse.rank_tokens) as final_states:
             for index, indices in enumerate(batches):
                 batch = self.device_batch([self.valid_store[int(i)] for i in indices])
                 with autocast(self.device, config.precision):
-                    output = self.train_model(batch, step_generator(config.seed, index, 0, VALIDATION_STREAM))
+                    output = self.wrapped_objective(batch, step_generator(config.seed, index, 0, VALIDATION_STREAM))
                 loss_sum += output.loss.item() * output.predictions
                 predictions += output.predictions
                 correct += int(output.correct)
-        self.model.train()
+        self.objective.train()
         if predictions == 0:
             return {}
         return {"val_loss": loss_sum / predictions, "val_accuracy": correct / predictions,
@@ -298,7 +298,7 @@ class Trainer:
     # -- checkpoints --------------------------------------------------------------------------------
     def save(self) -> Path | None:
         """Checkpoint the current step (atomically; rank 0 writes, every rank then knows the folder)."""
-        weights, optimizer_state = get_state_dict(self.model, self.optimizer, options=FULL_STATE)
+        weights, optimizer_state = get_state_dict(self.objective, self.optimizer, options=FULL_STATE)
         if self.dist.is_main:
             save_checkpoint(
                 self.run_dir, self.state.step, weights, optimizer_state,
@@ -318,9 +318,9 @@ class Trainer:
             if getattr(saved, section) != getattr(self.config, section):
                 raise CheckpointError(f"cannot resume {checkpoint.folder}: its '{section}' config differs from this run's")
         trainer_state, tensors = checkpoint.trainer_state()
-        check_weights(self.model.state_dict(), checkpoint.weights, f"{checkpoint.folder}/model.safetensors")
+        check_weights(self.objective.state_dict(), checkpoint.weights, f"{checkpoint.folder}/model.safetensors")
         try:
-            set_state_dict(self.model, self.optimizer, model_state_dict=checkpoint.weights,
+            set_state_dict(self.objective, self.optimizer, model_state_dict=checkpoint.weights,
                            optim_state_dict=optimizer_state_from(tensors, trainer_state["optimizer"]),
                            options=StateDictOptions(full_state_dict=True))
             self.state = TrainState(**trainer_state["state"])
