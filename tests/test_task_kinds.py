@@ -144,3 +144,40 @@ def test_a_toy_kind_goes_from_a_task_spec_to_a_saved_model_and_its_predictions(c
     assert (predicted["expected_carbons"][:2] > 0).all() and np.isnan(predicted["expected_carbons"][2])
     with pytest.raises(PolymaskError, match="a count model, which has no exported head"):
         export_finetuned(folder, tmp_path / "hf")
+
+
+PLUGIN = '''
+import polymask, torch
+
+@polymask.register_task_kind("count")
+class Count(polymask.TableTaskKind):
+    problem_type = "count"
+    metrics = ("mae", ("rmse",))
+
+    def loss(self, logits, labels):
+        present = ~torch.isnan(labels)
+        return torch.nn.functional.poisson_nll_loss(logits[present], labels[present], log_input=True)
+
+    def predict(self, logits):
+        return logits.exp().cpu().numpy()
+'''
+
+
+@pytest.mark.integration
+def test_the_command_line_takes_a_kind_from_a_plugin(tiny_smiles_run, tmp_path):
+    import yaml
+
+    from polymask.cli import main
+
+    plugin = tmp_path / "count_kind.py"
+    plugin.write_text(PLUGIN)
+    task = tmp_path / "carbons.yaml"
+    task.write_text(yaml.safe_dump(spec_of("count", str(carbon_counts(tmp_path / "counts.csv")))))
+    try:
+        assert main(["finetune", "--plugin", str(plugin), "--task", str(task), "--checkpoint", str(tiny_smiles_run),
+                     "--epochs", "1", "--max-len", "64", "--batch-size", "16", "--out", str(tmp_path / "ft"),
+                     "--quiet"]) == 0
+    finally:
+        TASK_KINDS.unregister("count")
+    cell = json.loads((tmp_path / "ft" / "results.json").read_text())["cells"][0]
+    assert cell["task"] == "toy/carbons" and {"mae", "rmse"} <= set(cell["test"])

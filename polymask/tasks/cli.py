@@ -6,7 +6,7 @@ from pathlib import Path
 from typing import Any
 
 from polymask.builtin_models import checkpoint_path
-from polymask.cli_options import add_model_options, given_fields
+from polymask.cli_options import add_model_options, add_plugin_option, given_fields
 from polymask.tasks.data.spec import OWN_DATA_SPLITS, TABLE_KINDS, benchmark_tasks
 from polymask.tasks.finetune.options import FinetuneConfig
 
@@ -108,6 +108,7 @@ def add_commands(sub: argparse._SubParsersAction) -> None:
                                "Hugging Face model folder (docs/export.md)")
     finetune.add_argument("--seeds", type=int, nargs="+", default=[0], help="fine-tuning seeds (e.g. 0 1 2)")
     add_finetune_options(finetune, "runs/finetune-<task>")
+    add_plugin_option(finetune, "custom modalities and task kinds")
     finetune.set_defaults(handler=cmd_finetune)
 
     benchmark = sub.add_parser("benchmark", help="fine-tune checkpoints on a benchmark's tasks, with references")
@@ -121,6 +122,7 @@ def add_commands(sub: argparse._SubParsersAction) -> None:
                            help="skip the untrained row (the first polymask checkpoint's architecture, else the first "
                                 "Hugging Face folder's, randomly initialised) and the reference rows")
     add_finetune_options(benchmark, "runs/benchmark-<benchmark>")
+    add_plugin_option(benchmark, "custom modalities and task kinds")
     benchmark.set_defaults(handler=cmd_benchmark)
 
     heldout = sub.add_parser(
