@@ -18,10 +18,9 @@ import typing
 from pathlib import Path
 from typing import Any, Iterable, Literal, Mapping, TypeVar
 
-from pydantic import BaseModel, ValidationError
+from pydantic import BaseModel
 
-from polymask.errors import ConfigError
-from polymask.schema import validation_messages
+from polymask.schema import validated
 
 Model = TypeVar("Model", bound=BaseModel)
 
@@ -71,14 +70,6 @@ def given_fields(args: argparse.Namespace, model: type[BaseModel]) -> dict[str, 
     prefix = f"{model.__name__}."
     return {dest[len(prefix):]: value for dest, value in vars(args).items()
             if dest.startswith(prefix) and value is not None}
-
-
-def validated(model: type[Model], raw: dict[str, Any], what: str = "option") -> Model:
-    """``raw`` validated into ``model``; a ``ConfigError`` naming every wrong field, in one line."""
-    try:
-        return model.model_validate(raw)
-    except ValidationError as exc:
-        raise ConfigError(f"invalid {what}: " + "; ".join(validation_messages(exc, model))) from None
 
 
 def settings_from(args: argparse.Namespace, model: type[Model]) -> Model:

@@ -2,11 +2,14 @@
 from __future__ import annotations
 
 import typing
-from typing import Any
+from typing import Any, TypeVar
 
 from pydantic import BaseModel, ConfigDict, Field, ValidationError
 
+from polymask.errors import ConfigError
 from polymask.registry import did_you_mean
+
+Model = TypeVar("Model", bound=BaseModel)
 
 
 class StrictModel(BaseModel):
@@ -57,3 +60,11 @@ def validation_messages(error: ValidationError, model: type[BaseModel], prefix: 
             hint = f";{hint}" if hint else ""
         lines.append(f"{location or '<root>'}: {item['msg']}{shown}{hint}")
     return lines
+
+
+def validated(model: type[Model], raw: dict[str, Any], what: str = "option") -> Model:
+    """``raw`` validated into ``model``; a ``ConfigError`` naming every wrong field, in one line."""
+    try:
+        return model.model_validate(raw)
+    except ValidationError as exc:
+        raise ConfigError(f"invalid {what}: " + "; ".join(validation_messages(exc, model))) from None

@@ -4,10 +4,9 @@ from __future__ import annotations
 
 from typing import Any, Literal
 
-from pydantic import Field, ValidationError
+from pydantic import Field
 
-from polymask.errors import ConfigError
-from polymask.schema import StrictModel, validation_messages
+from polymask.schema import StrictModel, validated
 from polymask.tracking import Backend
 
 
@@ -68,7 +67,4 @@ class FinetuneConfig(StrictModel):
 
 def finetune_settings(raw: dict[str, Any]) -> FinetuneConfig:
     """``raw`` as fine-tuning settings; a ``ConfigError`` naming every wrong field."""
-    try:
-        return FinetuneConfig.model_validate(raw)
-    except ValidationError as exc:
-        raise ConfigError("invalid fine-tuning option: " + "; ".join(validation_messages(exc, FinetuneConfig))) from None
+    return validated(FinetuneConfig, raw, "fine-tuning option")
