@@ -54,3 +54,9 @@ def test_an_unknown_setting_in_a_recipe_names_the_file(tmp_path, monkeypatch):
     monkeypatch.setattr(recipe, "builtin_dir", lambda name: tmp_path)
     with pytest.raises(ConfigError, match=r"recipe.yaml: unknown fine-tuning settings \['epoch'\]"):
         benchmark_recipe("bench")
+
+
+def test_a_given_rate_for_one_task_keeps_the_recipe_s_other_task_rates():
+    recipe = benchmark_recipe("glue").get("task_lr", {})
+    merged = recipe_settings("glue", {"task_lr": {"rte": 3e-4}}).task_lr
+    assert merged == {**recipe, "rte": 3e-4}

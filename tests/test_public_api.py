@@ -37,3 +37,26 @@ def test_finetune_on_a_task_and_benchmark_from_python(tiny_smiles_run, tmp_path)
     systems = set(table["system"])
     assert "no pretraining" in systems and any(name.startswith("ECFP4") for name in systems) and len(systems) >= 3
     assert set(table["task"]) == {"moleculenet/esol"} and table["mean"].notna().all()
+
+
+def test_seeds_are_a_count_or_the_seeds_and_never_none():
+    from polymask.tasks.api import seed_list
+
+    assert seed_list(3) == [0, 1, 2] and seed_list([4, 7]) == [4, 7]
+    with pytest.raises(ConfigError, match="no fine-tuning seed"):
+        seed_list([])
+    with pytest.raises(ConfigError, match="no checkpoint to benchmark"):
+        polymask.benchmark("moleculenet", [])
+
+
+def test_finetune_refuses_a_hugging_face_folder_it_could_not_return(tmp_path):
+    (tmp_path / "config.json").write_text('{"model_type": "bert"}')
+    with pytest.raises(ConfigError, match="keeps no fine-tuned model"):
+        polymask.finetune(tmp_path, "moleculenet/esol")
+
+
+def test_a_regression_column_with_NA_stays_regression():
+    from polymask.tasks.data.own_table import target_kind
+
+    for missing in ("NA", "N/A", "NaN", "null", "None", ""):
+        assert target_kind({"logS": ["1.2", "3.4", missing, "5.1", "-0.3"]}) == ("regression", None)

@@ -155,7 +155,7 @@ def _common(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--batch-size", type=int, default=64, help="records per batch")
     parser.add_argument("--device", default="auto", help="auto (CUDA when present, as train), cpu or cuda[:N]")
     parser.add_argument("--quiet", action="store_true", help="no progress bar")
-    add_plugin_option(parser, "the model's custom modality")
+    add_plugin_option(parser, "the model's custom modality or task kind")
 
 
 def add_commands(sub: argparse._SubParsersAction) -> None:

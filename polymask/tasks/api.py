@@ -22,6 +22,7 @@ from polymask.tasks.benchmark.systems import pretrained_systems, reference_syste
 from polymask.tasks.data.loading import TableSource, TaskData
 from polymask.tasks.data.loading import load_task as load_task_data
 from polymask.tasks.data.spec import OwnDataSplit, TableKind, TaskSpec, as_task_spec, benchmark_tasks
+from polymask.tasks.finetune.hf_folder import is_hf_folder
 from polymask.tasks.finetune.recipe import recipe_settings
 
 if TYPE_CHECKING:
@@ -34,8 +35,16 @@ def _data_location(data_dir: Path | None) -> str:
     return str(data_dir) if data_dir else "built-in"
 
 
+def seed_list(seeds: int | Sequence[int]) -> list[int]:
+    """Fine-tuning seeds: a count ``n`` (0..n-1) or the seeds themselves; none is a ``ConfigError``."""
+    chosen = list(range(seeds)) if isinstance(seeds, int) else [int(seed) for seed in seeds]
+    if not chosen:
+        raise ConfigError("no fine-tuning seed: give a count (seeds=3) or the seeds (seeds=[0, 1, 2])")
+    return chosen
+
+
 def run_finetune(checkpoint: Path, task: str | TaskSpec | None, data: Path | None, targets: Sequence[str],
-                 given: dict[str, Any], seeds: Sequence[int], out: Path | None, data_dir: Path | None,
+                 given: dict[str, Any], seeds: int | Sequence[int], out: Path | None, data_dir: Path | None,
                  progress: bool, input_column: str | None = None, kind: TableKind | None = None,
                  split: OwnDataSplit | None = None) -> tuple[Path, Path]:
     """(report, the first seed's model folder) of fine-tuning ``checkpoint`` on ``task`` or on the ``targets`` of
@@ -58,24 +67,30 @@ def run_finetune(checkpoint: Path, task: str | TaskSpec | None, data: Path | Non
         config = recipe_settings(spec.benchmark, given)
         systems, location = pretrained_systems([checkpoint], config, [spec]), _data_location(data_dir)
     folder = out or default_out(spec)
-    report = run_benchmark(systems, [spec], list(seeds), folder, f"Fine-tuning on {spec.key}", data_dir,
+    chosen = seed_list(seeds)
+    report = run_benchmark(systems, [spec], chosen, folder, f"Fine-tuning on {spec.key}", data_dir,
                            report_settings(config, location), progress, missing_ok=False)
-    return report, cell_path(folder, systems[0], spec, seeds[0]).with_suffix("")
+    return report, cell_path(folder, systems[0], spec, chosen[0]).with_suffix("")
 
 
 def finetune(checkpoint: str | Path, task: str | Path | TaskSpec | None = None, *, data: str | Path | None = None,
              target: str | Sequence[str] | None = None, input_column: str | None = None, kind: TableKind | None = None,
-             split: OwnDataSplit | None = None, seeds: Sequence[int] = (0,), out: str | Path | None = None,
+             split: OwnDataSplit | None = None, seeds: int | Sequence[int] = (0,), out: str | Path | None = None,
              data_dir: str | Path | None = None, progress: bool = False, **settings: Any) -> Path:
-    """Fine-tune ``checkpoint`` (a run or checkpoint folder, a built-in model's name, or a Hugging Face folder) on a
-    built-in ``task`` (``moleculenet/bbbp``, or a task YAML) or on the ``target`` column(s) of your own table
-    ``data`` (.csv, .tsv, .jsonl, .parquet; kind inferred from the targets unless given, split 80/10/10: scaffold
-    for SMILES, random otherwise), as ``polymask finetune`` does. Returns the saved model of the first seed, which
-    ``polymask.load_model`` opens; the report is ``<out>/results.md``."""
+    """Fine-tune ``checkpoint`` (a run or checkpoint folder, or a built-in model's name) on a built-in ``task``
+    (``moleculenet/bbbp``, or a task YAML) or on the ``target`` column(s) of your own table ``data`` (.csv, .tsv,
+    .jsonl, .parquet; kind inferred from the targets unless given, split 80/10/10: scaffold for SMILES, random
+    otherwise), as ``polymask finetune`` does; ``seeds``: a count or the seeds. Returns the saved model of the first
+    seed, which ``polymask.load_model`` opens; the report is ``<out>/results.md``. (A Hugging Face folder keeps no
+    fine-tuned model: benchmark it with ``polymask.benchmark``.)"""
     if settings.get("save_model") is False:
         raise ConfigError("polymask.finetune returns the saved model; save_model must stay true")
+    path = checkpoint_path(str(checkpoint))
+    if is_hf_folder(path):
+        raise ConfigError(f"{path} is a Hugging Face folder, which keeps no fine-tuned model for polymask.finetune to "
+                          f"return; compare it with polymask.benchmark (or polymask finetune for the report)")
     targets = [target] if isinstance(target, str) else list(target or [])
-    _, model = run_finetune(checkpoint_path(str(checkpoint)), str(task) if isinstance(task, Path) else task,
+    _, model = run_finetune(path, str(task) if isinstance(task, Path) else task,
                             Path(data) if data is not None else None, targets, settings, seeds,
                             Path(out) if out is not None else None, Path(data_dir) if data_dir else None, progress,
                             input_column, kind, split)
@@ -87,23 +102,35 @@ def default_benchmark_out(name: str) -> Path:
     return Path("runs") / f"benchmark-{name}"
 
 
-def benchmark(name: str, checkpoints: Sequence[str | Path], *, tasks: Sequence[str] | None = None, seeds: int = 3,
-              references: bool = True, out: str | Path | None = None, data_dir: str | Path | None = None,
-              progress: bool = False, **settings: Any) -> "pd.DataFrame":
-    """Fine-tune every checkpoint on benchmark ``name``'s ``tasks`` (default: its default set; ``["all"]``: every
-    task) with ``seeds`` seeds, beside the untrained twin and the benchmark's reference rows unless ``references``
-    is off, as ``polymask benchmark`` does. Returns the results table (``<out>/results.csv``: one row per system
-    and task, mean, std and per-seed values of the task's metric on its evaluation split)."""
-    import pandas as pd
-
+def run_benchmark_verb(name: str, checkpoints: Sequence[Path], tasks: Sequence[str] | None,
+                       seeds: int | Sequence[int], references: bool, out: Path | None, data_dir: Path | None,
+                       progress: bool, given: dict[str, Any]) -> Path:
+    """The results folder of ``polymask benchmark``'s run: ``given`` settings over the benchmark's recipe."""
+    if not checkpoints:
+        raise ConfigError("no checkpoint to benchmark: give at least one")
     keys = benchmark_tasks(name, list(tasks) if tasks else None)
-    config = recipe_settings(name, settings)
-    systems = pretrained_systems([checkpoint_path(str(c)) for c in checkpoints], config, keys, untrained=references)
+    config = recipe_settings(name, given)
+    systems = pretrained_systems(list(checkpoints), config, keys, untrained=references)
     if references:
         systems += reference_systems(name, systems[0].modality, config.max_train_examples)
-    folder = Path(out) if out is not None else default_benchmark_out(name)
-    run_benchmark(systems, keys, list(range(seeds)), folder, f"{name} benchmark", Path(data_dir) if data_dir else None,
-                  report_settings(config, _data_location(Path(data_dir) if data_dir else None)), progress)
+    folder = out or default_benchmark_out(name)
+    run_benchmark(systems, keys, seed_list(seeds), folder, f"{name} benchmark", data_dir,
+                  report_settings(config, _data_location(data_dir)), progress)
+    return folder
+
+
+def benchmark(name: str, checkpoints: Sequence[str | Path], *, tasks: Sequence[str] | None = None,
+              seeds: int | Sequence[int] = 3, references: bool = True, out: str | Path | None = None,
+              data_dir: str | Path | None = None, progress: bool = False, **settings: Any) -> "pd.DataFrame":
+    """Fine-tune every checkpoint on benchmark ``name``'s ``tasks`` (default: its default set; ``["all"]``: every
+    task) with ``seeds`` (a count or the seeds), beside the untrained twin and the benchmark's reference rows unless
+    ``references`` is off, as ``polymask benchmark`` does. Returns the results table (``<out>/results.csv``: one row
+    per system and task, mean, std and per-seed values of the task's metric on its evaluation split)."""
+    import pandas as pd
+
+    folder = run_benchmark_verb(name, [checkpoint_path(str(c)) for c in checkpoints], tasks, seeds, references,
+                                Path(out) if out is not None else None, Path(data_dir) if data_dir else None,
+                                progress, settings)
     return pd.read_csv(folder / "results.csv")
 
 

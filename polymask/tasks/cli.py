@@ -52,12 +52,11 @@ def cmd_finetune(args: argparse.Namespace) -> int:
 
 
 def cmd_benchmark(args: argparse.Namespace) -> int:
-    from polymask.tasks.api import benchmark, default_benchmark_out
+    from polymask.tasks.api import run_benchmark_verb
 
-    out = args.out or default_benchmark_out(args.benchmark)
-    benchmark(args.benchmark, args.checkpoint, tasks=args.tasks, seeds=args.seeds, references=not args.no_references,
-              out=out, data_dir=args.data_dir, progress=not args.quiet, **given_settings(args))
-    print((out / "results.md").read_text())
+    folder = run_benchmark_verb(args.benchmark, args.checkpoint, args.tasks, args.seeds, not args.no_references,
+                                args.out, args.data_dir, not args.quiet, given_settings(args))
+    print((folder / "results.md").read_text())
     return 0
 
 

@@ -28,6 +28,8 @@ TABLE_FILE_TYPES = (".csv", ".tsv", ".txt", ".jsonl", ".parquet")
 
 #: A task table: a file (delimited text, JSON lines or parquet) or an in-memory ``datasets.Dataset``.
 TableSource = Union[Path, Any]
+#: Label fields that mean "no value" (lower-cased).
+MISSING_LABELS = frozenset({"", "na", "n/a", "nan", "null", "none"})
 #: (line, fields) of a table row; an ``InvalidRecord`` in place of the fields when the line is no row (bad JSON).
 Row = tuple[int, Union[list[str], InvalidRecord]]
 
@@ -84,9 +86,14 @@ def find_task_file(name: str, benchmark: str, data_dir: Path | None) -> Path:
                           f"(pass --data-dir or set ${DATA_DIR_ENV})")
 
 
+def missing_label(value: str) -> bool:
+    """Whether a label field says "no value": empty, or NA, N/A, NaN, null or None in any case (R, Excel, pandas)."""
+    return value.strip().lower() in MISSING_LABELS
+
+
 def _label(value: str, spec: TaskSpec) -> float:
     value = value.strip()
-    if value == "":
+    if missing_label(value):
         return float("nan")
     if spec.label_values is not None:
         if value not in spec.label_values and spec.other_label is not None:

@@ -8,7 +8,7 @@ from typing import Iterable, Mapping, Sequence
 from polymask.data.readers import check_readable, file_kind, pick_column
 from polymask.errors import ConfigError
 from polymask.modalities.base import Modality
-from polymask.tasks.data.loading import Row, require_columns, table_file_rows
+from polymask.tasks.data.loading import Row, missing_label, require_columns, table_file_rows
 from polymask.tasks.data.spec import (
     OWN_DATA,
     OWN_DATA_SPLITS,
@@ -35,12 +35,12 @@ def _shown(values: Sequence[str], limit: int = 6) -> str:
 def target_kind(values: Mapping[str, Sequence[str]],
                 kind: TableKind | None = None) -> tuple[TableKind, list[str] | None]:
     """The task kind and, for classes that are not 0/1, the class labels in index order (``TaskSpec.label_values``)
-    of target columns holding ``values`` (non-empty fields as read; "nan" counts as missing). Without ``kind`` it is
+    of target columns holding ``values`` (fields as read; NA, NaN, null and the like count as missing). Without ``kind`` it is
     inferred: 0/1 in every column, or two classes in all: binary (a task per column); other numbers: regression; one
     column of more than two text classes: multiclass. A ``kind`` the values cannot have is a ``ConfigError``."""
     if kind is not None and kind not in TABLE_KINDS:
         raise ConfigError(f"--kind {kind}: a table's targets are read as one of {', '.join(TABLE_KINDS)}")
-    columns = {name: [v for v in column if v.strip() and v.lower() != "nan"] for name, column in values.items()}
+    columns = {name: [v for v in column if not missing_label(v)] for name, column in values.items()}
     empty = [name for name, column in columns.items() if not column]
     if empty:
         raise ConfigError(f"target columns {empty} hold no values")

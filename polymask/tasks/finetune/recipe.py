@@ -5,6 +5,7 @@ from typing import Any
 
 import yaml
 
+from polymask.config import merge
 from polymask.errors import ConfigError
 from polymask.resources import builtin_dir
 from polymask.tasks.data.spec import RECIPE_FILE
@@ -30,5 +31,4 @@ def recipe_settings(benchmark: str | None, given: dict[str, Any]) -> FinetuneCon
     raw = benchmark_recipe(benchmark) if benchmark else {}
     if given.get("lr") is not None:
         raw.pop("task_lr", None)
-    raw.update(given)
-    return finetune_settings(raw)
+    return finetune_settings(merge(raw, given))  # nested fields (task_lr, span) merge key by key
