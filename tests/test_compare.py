@@ -62,3 +62,17 @@ def test_tiny_compare_run_writes_the_report_and_reuses_it(tmp_path, capsys):
     assert main(args) == 0  # the rerun reuses the finished pieces
     assert (out / "pretrain" / "mlm-seed0" / "summary.json").stat().st_mtime == stamp
     assert json.loads((out / "compare.json").read_text())["runs"][0]["reused"] is True
+
+
+def test_a_saved_exlm_run_config_is_a_base_for_every_objective(tmp_path):
+    """A run's saved config repeats its objective's options and encoder decisions (ExLM: k, model.rope_2d); each
+    compared objective gets its own, keeping only the mask ratio."""
+    from polymask.compare.pretrain import run_config
+
+    base = {"modality": {"name": "smiles"}, "objective": {"name": "exlm", "k": 4, "mask_ratio": 0.3},
+            "model": {"preset": "tiny", "rope_2d": True}}
+    configs = {name: run_config(base, name, 0, tmp_path / name) for name in ("mlm", "maelm", "exlm")}
+    assert {name: config.model.rope_2d for name, config in configs.items()} == {"mlm": False, "maelm": False,
+                                                                                 "exlm": True}
+    assert all(config.objective.mask_ratio == 0.3 for config in configs.values())
+    assert configs["exlm"].objective.k == 4

@@ -19,10 +19,21 @@ def run_config(base: dict[str, Any], objective: str, seed: int, run_dir: Path) -
     base_objective = base.get("objective", {})
     if isinstance(base_objective, str):
         base_objective = {"name": base_objective}
-    options = base_objective if base_objective.get("name") == objective else \
-        {key: value for key, value in base_objective.items() if key == "mask_ratio"}
-    return build_run_config(merge(base, {"objective": {**options, "name": objective}, "out": str(run_dir),
-                                         "train": {"seed": seed, "progress": False}}))
+    same = base_objective.get("name") == objective
+    options = base_objective if same else {key: value for key, value in base_objective.items() if key == "mask_ratio"}
+    if not same:  # a saved run's config repeats its objective's encoder decisions (model.rope_2d): not this one's
+        base = {**base, "model": {key: value for key, value in base.get("model", {}).items()
+                                  if key not in _decided_by(objective)}}
+    base = {**base, "objective": {**options, "name": objective}}  # replaced, not merged: no other objective's options
+    return build_run_config(merge(base, {"out": str(run_dir), "train": {"seed": seed, "progress": False}}))
+
+
+def _decided_by(objective: str) -> set[str]:
+    """The encoder settings ``objective`` decides (``Objective.encoder_overrides``)."""
+    from polymask.objectives import OBJECTIVES
+
+    registered = OBJECTIVES.get(objective)
+    return set(registered.encoder_overrides(registered.Config()))
 
 
 # A time budget ends on the clock: ``max_steps`` is only a ceiling this far above the probe's estimate
