@@ -2,6 +2,13 @@
 from __future__ import annotations
 
 
+def one_line(exc: BaseException, limit: int = 400) -> str:
+    """An exception's message folded into one line (a multi-line pydantic or library message: its lines joined
+    with "; "), cut at ``limit`` characters."""
+    text = "; ".join(" ".join(line.split()) for line in str(exc).splitlines() if line.strip()).replace(":;", ":")
+    return text[:limit] + ("..." if len(text) > limit else "")
+
+
 class PolymaskError(Exception):
     """Base of every error with a message meant for the user."""
 

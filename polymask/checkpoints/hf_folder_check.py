@@ -12,7 +12,7 @@ import json
 from pathlib import Path
 from typing import Any
 
-from polymask.errors import CheckpointError
+from polymask.errors import CheckpointError, one_line
 
 #: The weight files ``AutoModel.from_pretrained`` reads from a local folder (PyTorch, whole or sharded).
 WEIGHT_FILES = ("model.safetensors", "model.safetensors.index.json", "pytorch_model.bin",
@@ -29,7 +29,7 @@ def check_hf_folder(folder: Path) -> dict[str, Any]:
     try:
         config = json.loads((folder / "config.json").read_text())
     except (OSError, ValueError) as exc:
-        raise CheckpointError(f"{folder}/config.json: unreadable ({' '.join(str(exc).split())})") from None
+        raise CheckpointError(f"{folder}/config.json: unreadable ({one_line(exc)})") from None
     if not isinstance(config, dict):
         raise CheckpointError(f"{folder}/config.json: expected a JSON object")
     if not config.get("model_type"):

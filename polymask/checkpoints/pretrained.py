@@ -42,7 +42,7 @@ from polymask.builtin_models import checkpoint_path, is_builtin, not_found
 from polymask.checkpoints.atomic import staged_folder
 from polymask.config import RunConfig, build_run_config
 from polymask.encoder_config import fill_legacy_defaults
-from polymask.errors import CheckpointError, ConfigError, DataError, TrainingDiverged
+from polymask.errors import CheckpointError, ConfigError, DataError, TrainingDiverged, one_line
 from polymask.jsonio import dumps
 from polymask.model.encoder import Encoder, EncoderConfig
 from polymask.tensor_checks import check_weights, describe_nonfinite
@@ -318,21 +318,16 @@ def read_checkpoint(path: str | Path) -> LoadedCheckpoint:
         upgrade_legacy_configs(run_config, encoder_meta["config"])
         encoder_config, vocab_size = EncoderConfig.model_validate(encoder_meta["config"]), int(encoder_meta["vocab_size"])
     except (KeyError, TypeError, ValueError) as exc:
-        raise CheckpointError(f"{folder}/encoder.json: not an encoder description ({_one_line(exc)})") from None
+        raise CheckpointError(f"{folder}/encoder.json: not an encoder description ({one_line(exc)})") from None
     try:
         validated = build_run_config(run_config)
     except ConfigError as exc:
-        raise CheckpointError(f"{folder}/{config_name}: {_one_line(exc)}") from None
+        raise CheckpointError(f"{folder}/{config_name}: {one_line(exc)}") from None
     try:
         tokenizer = load_tokenizer(folder / "tokenizer.json")
     except DataError as exc:
-        raise CheckpointError(_one_line(exc)) from None
+        raise CheckpointError(one_line(exc)) from None
     return LoadedCheckpoint(folder, weights, encoder_config, vocab_size, tokenizer, validated, manifest)
-
-
-def _one_line(exc: BaseException) -> str:
-    """A multi-line message (pydantic's, a config's) folded into one line."""
-    return "; ".join(line.strip() for line in str(exc).splitlines() if line.strip()).replace(":;", ":")[:400]
 
 
 def _upcast(weights: dict[str, torch.Tensor]) -> dict[str, torch.Tensor]:
@@ -347,4 +342,4 @@ def _load_tensors(folder: Path, name: str) -> dict[str, torch.Tensor]:
     except FileNotFoundError:
         raise CheckpointError(f"{folder}: missing file {name}") from None
     except (SafetensorError, OSError, ValueError) as exc:
-        raise CheckpointError(f"{folder}: unreadable {name} ({_one_line(exc)})") from None
+        raise CheckpointError(f"{folder}: unreadable {name} ({one_line(exc)})") from None

@@ -25,7 +25,7 @@ from torch import Tensor, nn
 from polymask.builtin_models import FACTS as BUILTIN_FACTS
 from polymask.checkpoints.hf_folder_check import check_hf_folder
 from polymask.checkpoints.pretrained import FINETUNED_META, LATEST, MANIFEST, RUN_CONFIG
-from polymask.errors import CheckpointError, DataError
+from polymask.errors import CheckpointError, DataError, one_line
 from polymask.modalities.base import Modality
 from polymask.resources import PACKAGE_DIR
 from polymask.tokenization import SpecialIds
@@ -44,11 +44,6 @@ def is_hf_folder(path: Path) -> bool:
     """Whether ``path`` is a Hugging Face model folder: config.json and no polymask run or checkpoint files."""
     path = Path(path)
     return (path / "config.json").is_file() and not any((path / name).exists() for name in POLYMASK_FILES)
-
-
-def _one_line(exc: BaseException) -> str:
-    text = " ".join(str(exc).split())
-    return text[:300] + ("..." if len(text) > 300 else "")
 
 
 def _remote_code(folder: Path, config: dict) -> bool:
@@ -177,11 +172,11 @@ def load_hf_folder(path: Path) -> HFFolder:
         try:
             model = AutoModel.from_pretrained(str(folder), local_files_only=True, trust_remote_code=remote)
         except Exception as exc:  # transformers raises OSError, ValueError, KeyError, ... for an unusable folder
-            raise CheckpointError(f"{folder}: transformers cannot load its model ({_one_line(exc)})") from None
+            raise CheckpointError(f"{folder}: transformers cannot load its model ({one_line(exc)})") from None
         try:
             hf_tokenizer = AutoTokenizer.from_pretrained(str(folder), local_files_only=True, trust_remote_code=remote)
         except Exception as exc:  # as above
-            raise CheckpointError(f"{folder}: transformers cannot load its tokenizer ({_one_line(exc)})") from None
+            raise CheckpointError(f"{folder}: transformers cannot load its tokenizer ({one_line(exc)})") from None
     if len(hf_tokenizer) <= len(set(hf_tokenizer.all_special_ids)):  # transformers 5 makes one of specials alone
         raise CheckpointError(f"{folder}: no tokenizer (its vocabulary is special tokens only); save the model's "
                               f"tokenizer into the folder (tokenizer.save_pretrained)")
