@@ -1,6 +1,7 @@
 """Shared fixtures: an isolated tokenised-data cache and tiny run configs."""
 from __future__ import annotations
 
+import argparse
 import os
 from pathlib import Path
 from typing import Any
@@ -135,3 +136,12 @@ def one_line_error(capsys: pytest.CaptureFixture, code: int, *names: str) -> str
     for name in names:
         assert name in lines[0], (name, lines[0])
     return lines[0]
+
+
+def sub_parsers(parser: argparse.ArgumentParser, prefix: tuple[str, ...] = ()):
+    """Every (verb path, parser) of a command line, the top level first."""
+    yield prefix, parser
+    for action in parser._actions:
+        if isinstance(action, argparse._SubParsersAction):
+            for name, child in action.choices.items():
+                yield from sub_parsers(child, (*prefix, name))

@@ -1,12 +1,13 @@
 """The command line answers at once and helps: light --help, defaults shown, closest names suggested,
 progress inside a fine-tuning cell."""
-import argparse
 import json
 import subprocess
 import sys
 
 import pytest
 import torch
+
+from conftest import sub_parsers
 
 from polymask.cli import DefaultsHelpFormatter, build_parser, main
 from polymask.errors import ConfigError
@@ -18,15 +19,7 @@ from polymask.tasks.finetune.options import FinetuneConfig
 HEAVY = ("numpy", "torch", "datasets", "pandas", "rdkit", "transformers", "sklearn", "scipy", "deepchem")
 
 
-def _sub_parsers(parser: argparse.ArgumentParser, prefix: tuple[str, ...] = ()):
-    yield prefix, parser
-    for action in parser._actions:
-        if isinstance(action, argparse._SubParsersAction):
-            for name, child in action.choices.items():
-                yield from _sub_parsers(child, (*prefix, name))
-
-
-VERBS = [" ".join(path) for path, _ in _sub_parsers(build_parser())]
+VERBS = [" ".join(path) for path, _ in sub_parsers(build_parser())]
 
 
 def test_help_imports_no_heavy_library():
@@ -48,7 +41,7 @@ def test_help_imports_no_heavy_library():
 
 def test_every_option_says_its_default():
     formatter = DefaultsHelpFormatter("polymask")
-    for path, parser in _sub_parsers(build_parser()):
+    for path, parser in sub_parsers(build_parser()):
         for action in parser._actions:
             if not action.option_strings or action.required or action.nargs == 0:
                 continue  # positionals, required options, flags (off unless given) and --help

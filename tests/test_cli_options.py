@@ -7,6 +7,8 @@ from typing import Literal
 import pytest
 from pydantic import Field
 
+from conftest import sub_parsers
+
 from polymask.analysis.masked_inputs import MaskedInputSettings
 from polymask.analysis.rank import RankSettings
 from polymask.cli import build_parser, main
@@ -21,16 +23,8 @@ MODELS = {model.__name__: model for model in (FinetuneConfig, EncoderConfig, Tra
                                               MaskedInputSettings)}
 
 
-def _sub_parsers(parser: argparse.ArgumentParser, prefix: tuple[str, ...] = ()):
-    yield prefix, parser
-    for action in parser._actions:
-        if isinstance(action, argparse._SubParsersAction):
-            for name, child in action.choices.items():
-                yield from _sub_parsers(child, (*prefix, name))
-
-
 def _generated_options():
-    for path, parser in _sub_parsers(build_parser()):
+    for path, parser in sub_parsers(build_parser()):
         for action in parser._actions:
             if "." in action.dest:
                 yield " ".join(path), action
@@ -103,6 +97,6 @@ def test_a_wrong_option_value_fails_in_one_line(capsys):
 
 
 def test_plugin_is_one_option_everywhere():
-    helps = {action.help.split(" registering ")[0] for _, parser in _sub_parsers(build_parser())
+    helps = {action.help.split(" registering ")[0] for _, parser in sub_parsers(build_parser())
              for action in parser._actions if "--plugin" in action.option_strings}
     assert helps == {"module or .py file"}
