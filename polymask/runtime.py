@@ -28,8 +28,10 @@ def resolve_device(name: str) -> torch.device:
 @functools.lru_cache(maxsize=None)
 def _cpu_bf16_faster(size: int = 1024, rounds: int = 5, margin: float = 1.1) -> bool:
     """Whether a bf16 matrix product beats fp32 by ``margin`` on this CPU (best of interleaved rounds, so a
-    burst of load on a shared machine cannot flip the answer; measured once per process)."""
-    operands = {dtype: (torch.randn(size, size, dtype=dtype), torch.randn(size, size, dtype=dtype))
+    burst of load on a shared machine cannot flip the answer; measured once per process). Its operands come from
+    a private generator: the probe leaves the global RNG, and so a seeded model's initial weights, untouched."""
+    generator = torch.Generator().manual_seed(0)
+    operands = {dtype: tuple(torch.randn(size, size, dtype=dtype, generator=generator) for _ in range(2))
                 for dtype in (torch.bfloat16, torch.float32)}
     best = {dtype: float("inf") for dtype in operands}
     for _ in range(rounds):

@@ -2,8 +2,10 @@
 import json
 
 import pytest
+import torch
 
 from polymask.config import build_run_config
+from polymask.runtime import _cpu_bf16_faster
 from polymask.training.trainer import Trainer, train
 
 pytestmark = pytest.mark.integration  # trains, fine-tunes or runs the command line end to end
@@ -19,6 +21,21 @@ def test_validation_loss_falls_on_builtin_corpus(modality, tmp_path, make_config
     assert summary["final_val_loss"] < before - 0.3, (before, summary["final_val_loss"])
     assert summary["steps"] == 40 and summary["tokens"] > 0
     assert summary["padding_fraction"] < 0.1
+
+
+def test_seeded_weights_do_not_depend_on_the_precision_probe(tmp_path, make_config):
+    """precision auto measures bf16 against fp32 on random matrices before the model is built: that probe must not
+    draw from the global RNG, or the same seed gives other initial weights (as it did, silently changing every
+    CPU run's initialisation when the probe moved before model construction)."""
+    weights = {}
+    for precision in ("fp32", "auto"):
+        _cpu_bf16_faster.cache_clear()  # the probe runs in this construction, as in a fresh process
+        config = build_run_config(make_config("dna", tmp_path / precision, precision=precision))
+        trainer = Trainer(config)
+        weights[precision] = {name: tensor.clone() for name, tensor in trainer.objective.state_dict().items()}
+        trainer.close()
+    assert weights["fp32"].keys() == weights["auto"].keys()
+    assert all(torch.equal(weights["fp32"][name], weights["auto"][name]) for name in weights["fp32"])
 
 
 def test_summary_files_and_checkpoint(tmp_path, make_config):
