@@ -20,6 +20,8 @@ from polymask.checkpoints.finetuned import read_finetuned, resolve_finetuned
 from polymask.checkpoints.pretrained import LoadedCheckpoint
 from polymask.checkpoints.pretrained import read_checkpoint
 from polymask.data.model_inputs import Encoded, Inputs, as_inputs, encode_records, run_batched
+from polymask.data.records import normalize_record
+from polymask.data.variants import expand_variants
 from polymask.encoder_config import fill_legacy_defaults
 from polymask.errors import CheckpointError
 from polymask.inference.columns import REASON, Applied
@@ -171,6 +173,9 @@ class FinetunedModel(AppliedEncoder):
         super().__init__(encoder, tokenizer, modality_from(meta["modality"]), meta["max_len"], meta["pooling"],
                          self.task["input_columns"], device)
         self.network.eval().to(self.device)
+        #: the invariances predictions are averaged over (``test_time_average`` at fine-tuning), else none
+        self.averaged_over: list[str] = (self.task.get("invariant_to", []) if meta["finetune"].get("test_time_average")
+                                         else [])
 
     def predict(self, records: Any, batch_size: int = 64, progress: bool = False) -> "pd.DataFrame":
         """One row per record, in order (with the index of a DataFrame or Series given): the task kind's prediction
@@ -196,8 +201,17 @@ class FinetunedModel(AppliedEncoder):
         def forward(batch: Any) -> np.ndarray:
             return self.head.predict(self.network(batch.input_ids, batch.attention_mask))
 
-        outputs[accepted] = run_batched([encoded.ids[i] for i in accepted], forward, outputs.shape[1], batch_size,
-                                        self.pad, self.device, progress=progress, desc="predict")
+        def run(ids: Sequence[list[int]]) -> np.ndarray:
+            return run_batched(ids, forward, outputs.shape[1], batch_size, self.pad, self.device, progress=progress,
+                               desc="predict")
+
+        if self.averaged_over:  # chosen at fine-tuning: the mean over each record's label-preserving variants
+            records = [tuple(normalize_record(self.modality, part) for part in inputs[i]) for i in accepted]
+            variants = expand_variants(records, self.modality, self.averaged_over)
+            varied = self.encode_inputs(variants.inputs, [None] * len(variants.inputs)).ids
+            outputs[accepted] = variants.average(run(varied))  # variants of accepted records all encode
+        else:
+            outputs[accepted] = run([encoded.ids[i] for i in accepted])
         frame = pd.DataFrame(self.kind.prediction_columns(self.task, outputs))
         frame[REASON] = encoded.reasons
         return Applied(frame, len(accepted), len(inputs) - len(accepted), encoded.truncated, encoded.unknown)

@@ -73,6 +73,11 @@ class Modality:
         declares its labels ``invariances`` to (a task spec's ``invariant_to``)."""
         return type(self)(self.config.model_copy(update={"augment": True}))
 
+    def variants(self, text: str, invariances: Collection[str] = ()) -> list[str]:
+        """The fixed variants of a normalised record that keep a label invariant to ``invariances`` (a task spec's
+        ``invariant_to``), the record itself first: what test-time averaging predicts on. Itself alone by default."""
+        return [text]
+
     def tokenizer_input(self, text: str) -> str:
         """The string handed to the tokenizer for a normalised record."""
         return text

@@ -73,6 +73,13 @@ class Dna(Modality):
             "augment": True, "reverse_complement": "reverse_complement" in invariances,
             "frame_shift": "shift" in invariances and self.config.k > 1 and not self.config.overlapping}))
 
+    def variants(self, text: str, invariances: Collection[str] = ()) -> list[str]:
+        """Both strands for a ``reverse_complement``-invariant label; for a ``shift``-invariant one (non-overlapping
+        k-mers) each of the k reading frames too, as ``augmented`` draws them: up to 2k variants."""
+        strands = [text, text.translate(COMPLEMENT)[::-1]] if "reverse_complement" in invariances else [text]
+        frames = self.config.k if "shift" in invariances and not self.config.overlapping else 1
+        return [strand[shift:] for strand in strands for shift in range(min(frames, len(strand)))]
+
     def tokenizer_input(self, text: str) -> str:
         if not self.config.overlapping:
             return text

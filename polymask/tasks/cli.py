@@ -13,7 +13,8 @@ from polymask.tasks.finetune.options import FinetuneConfig
 # the FinetuneConfig fields with an option of their own (every other one through --set); where an option is left
 # out, a benchmark's recipe stands in before the field's default
 FINETUNE_OPTIONS = ("lr", "epochs", "patience", "batch_size", "pooling", "freeze_encoder", "augment",
-                    "max_train_examples", "max_valid_examples", "max_test_examples", "max_len", "save_model")
+                    "test_time_average", "max_train_examples", "max_valid_examples", "max_test_examples", "max_len",
+                    "save_model")
 RECIPE_STANDS_IN = " or the benchmark's recipe (tasks/<benchmark>/recipe.yaml)"
 
 

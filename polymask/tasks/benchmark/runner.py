@@ -88,6 +88,30 @@ def _cell(system: System, task: Any, seed: int, out: Path, path: Path, wait: boo
     return cell
 
 
+AVERAGED = " + test-time average"
+
+
+def with_averaged_rows(cells: list[dict[str, Any]], systems: dict[str, str]) -> tuple[list[dict[str, Any]],
+                                                                                      dict[str, str]]:
+    """``cells`` plus, for each that fine-tuning also scored with ``test_time_average``, a cell of the row
+    '<system> + test-time average': the same model's scores averaged over each example's variants; ``systems``
+    (name: description) with those rows after their own."""
+    shared = ("model_dir", "model_bytes")  # the plain row's cell lists its model and counts its time
+    averaged = [{**{key: value for key, value in cell.items() if key not in shared}, "system": cell["system"] + AVERAGED,
+                 "valid": cell["averaged"]["valid"], "test": cell["averaged"]["test"], "time_s": 0.0}
+                for cell in cells if "averaged" in cell]
+    rows = {cell["system"]: cell["averaged"] for cell in averaged}
+    described: dict[str, str] = {}
+    for name, text in systems.items():
+        described[name] = text
+        if name + AVERAGED in rows:
+            how = rows[name + AVERAGED]
+            described[name + AVERAGED] = (f"the models of {name}, each validation and test example scored by the mean "
+                                          f"prediction over its variants that keep the label ({', '.join(how['over'])}; "
+                                          f"{how['variants_per_example']:.1f} per example)")
+    return cells + averaged, described
+
+
 def run_cells(systems: list[System], tasks: Sequence[str | TaskSpec], seeds: list[int], out: Path,
               data_dir: Path | None = None, progress: bool = True, missing_ok: bool = True) -> dict[str, Any]:
     """Run (or reuse) every cell of ``tasks`` (keys, or in-memory specs such as a user's own table's); returns
@@ -118,9 +142,11 @@ def run_cells(systems: list[System], tasks: Sequence[str | TaskSpec], seeds: lis
         done[index] = _cell(system, task, seed, out, cell_path(out, system, spec, seed), wait=True)
         bar.update(1)
     bar.close()
-    return {"cells": [done[index] for index in range(len(todo))], "missing": missing, "tasks": details,
+    cells, descriptions = with_averaged_rows([done[index] for index in range(len(todo))],
+                                             {s.name: s.description for s in systems})
+    return {"cells": cells, "missing": missing, "tasks": details,
             "wall_time_s": round(time.perf_counter() - started, 1),
-            "systems": {s.name: s.description for s in systems}, "seeds": seeds,
+            "systems": descriptions, "seeds": seeds,
             "pretraining_tokens": {s.name: s.pretraining_tokens for s in systems if s.pretraining_tokens is not None},
             "task_order": [spec.key for spec in specs]}
 

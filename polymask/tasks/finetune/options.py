@@ -34,6 +34,11 @@ class FinetuneConfig(StrictModel):
         False, description="draw each training example anew each epoch as its task's labels allow (the spec's "
                            "invariant_to; DNA: reverse complement, k-mer reading frame; SMILES: a random atom order; "
                            "text and span tasks have none); validation and test examples are never augmented")
+    test_time_average: bool = Field(
+        False, description="also score each validation and test example by the mean prediction over its variants "
+                           "that keep the label (the spec's invariant_to; DNA: both strands, every k-mer reading "
+                           "frame): a second row, '<system> + test-time average', from the same fine-tuned models, "
+                           "and a saved model then predicts that way; tasks without invariances are unaffected")
     dropout: float = Field(0.1, ge=0, lt=1, description="dropout before the head")
     weight_decay: float = Field(0.01, ge=0, description="AdamW weight decay")
     warmup_fraction: float = Field(0.06, ge=0, lt=1, description="fraction of steps with linear warm-up")

@@ -21,6 +21,7 @@ from torch import Tensor
 from polymask.checkpoints.finetuned import SaveTarget, save_finetuned
 from polymask.data.batching import BatchSampler, collate
 from polymask.data.model_inputs import run_batched
+from polymask.data.variants import expand_variants
 from polymask.modalities.base import Modality
 from polymask.model.encoder import Encoder
 from polymask.model.heads import SequencePredictor
@@ -91,8 +92,10 @@ def finetune(task: TaskData, encoder: Encoder, tokenizer: Tokenizer, modality: M
     pad = SpecialIds.of(tokenizer).pad
     fixed = spec.split.seed  # capped validation and test subsets are the same for every system and seed
     train_split = subset(task.train, config.max_train_examples, seed)
-    train, valid, test = (encode_split(split, modality, tokenizer, config.max_len) for split in (
-        train_split, subset(task.valid, config.max_valid_examples, fixed), subset(task.test, config.max_test_examples, fixed)))
+    valid_split = subset(task.valid, config.max_valid_examples, fixed)
+    test_split = subset(task.test, config.max_test_examples, fixed)
+    train, valid, test = (encode_split(split, modality, tokenizer, config.max_len)
+                          for split in (train_split, valid_split, test_split))
     epoch_data = (augmented_epochs(train_split, modality, tokenizer, config.max_len, seed, spec.invariant_to)
                   if config.augment else lambda epoch: train)
     head = spec.task_kind(train.labels)  # the kind's loss and prediction rule, fitted to the training labels
@@ -118,8 +121,20 @@ def finetune(task: TaskData, encoder: Encoder, tokenizer: Tokenizer, modality: M
         return score(metric_names, split.labels,
                      _predict(model, head, split, config.batch_size, pad, device, config.precision))
 
+    def averaged(split: TaskSplit) -> tuple[dict[str, float], float]:
+        variants = expand_variants(split.inputs, modality, spec.invariant_to)
+        encoded = encode_split(TaskSplit(variants.inputs, split.labels[variants.owner]), modality, tokenizer,
+                               config.max_len)
+        predictions = _predict(model, head, encoded, config.batch_size, pad, device, config.precision)
+        return score(metric_names, split.labels, variants.average(predictions)), variants.per_record
+
     fitted = fit(model, config, epoch_batches, loss_of, lambda: evaluate(valid), spec.metric, reporter)
     test_metrics = evaluate(test)
+    extra: dict[str, Any] = {}
+    if config.test_time_average and spec.invariant_to:  # the best epoch's model, chosen on single predictions
+        (valid_averaged, per_record), (test_averaged, _) = averaged(valid_split), averaged(test_split)
+        extra["averaged"] = {"valid": valid_averaged, "test": test_averaged, "variants_per_example": per_record,
+                             "over": list(spec.invariant_to)}
     for name, split in task.extra_tests.items():
         extra = encode_split(subset(split, config.max_test_examples, fixed), modality, tokenizer, config.max_len)
         test_metrics.update({f"{name}_{metric}": value for metric, value in evaluate(extra).items()})
@@ -134,5 +149,5 @@ def finetune(task: TaskData, encoder: Encoder, tokenizer: Tokenizer, modality: M
         "truncated": train.truncated + valid.truncated + test.truncated,
         "skipped": len(task.skipped), "duplicates_removed": task.duplicates_removed,
         "split": spec.split.method, "precision": precision_used(device, config.precision),
-        "time_s": round(time.perf_counter() - started, 2),
+        "time_s": round(time.perf_counter() - started, 2), **extra,
     }

@@ -1,0 +1,86 @@
+"""Test-time averaging over a label's invariances: DNA's variants, the mean over them, the benchmark's extra row
+and a saved model that predicts the way it was scored."""
+import numpy as np
+import pytest
+
+import polymask
+from polymask.checkpoints.finetuned import SaveTarget
+from polymask.checkpoints.pretrained import read_checkpoint
+from polymask.data.variants import expand_variants
+from polymask.modalities.dna import Dna, DnaConfig
+from polymask.tasks.benchmark.runner import AVERAGED, with_averaged_rows
+from polymask.tasks.data.loading import TaskData, load_task, subset
+from polymask.tasks.data.spec import load_task_spec
+from polymask.tasks.finetune.options import FinetuneConfig
+from polymask.tasks.finetune.tables import finetune
+from polymask.training.trainer import train
+from tests.conftest import tiny_config
+
+SEQUENCE = "ACGTTGCAAGGCTTAN"
+REVERSE = "NTAAGCCTTGCAACGT"
+
+
+def test_dna_variants_are_the_strands_and_frames_the_label_allows():
+    k3 = Dna(DnaConfig(k=3))
+    assert k3.variants(SEQUENCE) == [SEQUENCE]  # a promoter's label has a strand and a position
+    assert k3.variants(SEQUENCE, ["reverse_complement"]) == [SEQUENCE, REVERSE]
+    assert k3.variants(SEQUENCE, ["shift"]) == [SEQUENCE, SEQUENCE[1:], SEQUENCE[2:]]
+    both = k3.variants(SEQUENCE, ["reverse_complement", "shift"])
+    assert both == [SEQUENCE, SEQUENCE[1:], SEQUENCE[2:], REVERSE, REVERSE[1:], REVERSE[2:]]
+    assert Dna(DnaConfig(k=3, overlapping=True)).variants(SEQUENCE, ["shift"]) == [SEQUENCE]  # no frame to shift
+    assert Dna(DnaConfig(k=6)).variants("ACG", ["shift"]) == ["ACG", "CG", "G"]  # never an empty record
+
+
+def test_variants_average_back_to_their_own_record():
+    variants = expand_variants([("ACGT",), ("AAAC",), ("GG",)], Dna(DnaConfig(k=2)), ["reverse_complement"])
+    assert variants.inputs == [("ACGT",), ("ACGT",), ("AAAC",), ("GTTT",), ("GG",), ("CC",)]
+    assert variants.owner.tolist() == [0, 0, 1, 1, 2, 2] and variants.per_record == 2
+    predictions = np.array([[1.0], [3.0], [0.0], [1.0], [5.0], [5.0]])
+    assert variants.average(predictions)[:, 0].tolist() == [2.0, 0.5, 5.0]
+
+
+def test_the_averaged_row_follows_its_own_and_counts_no_time_twice():
+    averaged = {"valid": {"mcc": 0.6}, "test": {"mcc": 0.5}, "variants_per_example": 6.0,
+                "over": ["reverse_complement", "shift"]}
+    cells = [{"system": "enc (mlm)", "task": "dna/tf_0", "seed": 0, "valid": {"mcc": 0.55}, "test": {"mcc": 0.4},
+              "time_s": 10.0, "model_dir": "cells/enc/tf_0/seed-0", "model_bytes": 1, "averaged": averaged},
+             {"system": "no pretraining", "task": "dna/tf_0", "seed": 0, "valid": {"mcc": 0.1}, "test": {"mcc": 0.1},
+              "time_s": 8.0}]
+    rows, systems = with_averaged_rows(cells, {"enc (mlm)": "a checkpoint", "no pretraining": "untrained"})
+    assert list(systems) == ["enc (mlm)", "enc (mlm)" + AVERAGED, "no pretraining"]
+    assert "reverse_complement, shift; 6.0 per example" in systems["enc (mlm)" + AVERAGED]
+    extra = rows[-1]
+    assert extra["system"] == "enc (mlm)" + AVERAGED and extra["test"] == {"mcc": 0.5} and extra["valid"]["mcc"] == 0.6
+    assert extra["time_s"] == 0.0 and "model_dir" not in extra
+    assert with_averaged_rows(cells[1:], {"no pretraining": "untrained"})[0] == cells[1:]
+
+
+@pytest.mark.integration
+@pytest.mark.usefixtures("one_torch_thread")
+def test_finetuning_scores_both_ways_and_the_saved_model_predicts_averaged(tmp_path):
+    run = tmp_path / "tiny-dna"
+    train(tiny_config("dna", run, max_steps=10))
+    checkpoint = read_checkpoint(run)
+    modality = Dna()
+    splice = load_task(load_task_spec("dna/splice"), modality)  # its label is strand-specific: an invariance is
+    spec = splice.spec.model_copy(update={"invariant_to": ["reverse_complement", "shift"]})  # declared for the test
+    task = TaskData(spec, splice.label_names, subset(splice.train, 200, 0), subset(splice.valid, 60, 0),
+                    subset(splice.test, 60, 0), splice.files)
+    config = FinetuneConfig(epochs=1, lr=2e-3, precision="fp32", test_time_average=True)
+    folder = tmp_path / "model"
+    result = finetune(task, checkpoint.build_encoder(), checkpoint.tokenizer, modality, config, seed=0,
+                      save_to=SaveTarget(folder, str(run), "mlm", 10))
+    assert result["averaged"]["variants_per_example"] == 12  # 2 strands x 6 frames of a 6-mer
+    assert set(result["averaged"]["test"]) == set(result["test"])
+    plain = finetune(task, checkpoint.build_encoder(), checkpoint.tokenizer, modality,
+                     config.model_copy(update={"test_time_average": False}), seed=0)
+    assert "averaged" not in plain and plain["test"] == result["test"]  # the single-prediction row is unchanged
+
+    model = polymask.load_model(folder)
+    assert model.averaged_over == ["reverse_complement", "shift"]
+    sequence = task.test.inputs[0][0]
+    averaged = model.predict([sequence]).filter(like="prob_").to_numpy()
+    model.averaged_over = []
+    each = model.predict(modality.variants(sequence, spec.invariant_to)).filter(like="prob_").to_numpy()
+    assert np.allclose(averaged[0], each.mean(axis=0), atol=1e-6)
+    assert not np.allclose(each[0], each.mean(axis=0))  # the variants do reach the prediction
