@@ -1,5 +1,5 @@
 """Two benchmark processes on one folder share its cells: a cell another process is running is skipped,
-then waited for and read, never run twice."""
+then waited for and read, never run twice; a finished cell is reused only when it would be run the same way."""
 from __future__ import annotations
 
 import json
@@ -8,6 +8,9 @@ import time
 from pathlib import Path
 from typing import Any
 
+import pytest
+
+from polymask.errors import ConfigError
 from polymask.locks import acquire
 from polymask.modalities import MODALITIES
 from polymask.tasks.benchmark.runner import run_cells
@@ -17,8 +20,8 @@ from polymask.tracking import TrackedRun
 TASK = "dna/ecoli_promoters"
 
 
-def counting_system(calls: list[int]) -> System:
-    """A system whose cells only record their seed and return a fixed score."""
+def counting_system(calls: list[int], lr: float = 1e-3) -> System:
+    """A system whose cells only record their seed and return a fixed score; ``lr`` stands for its settings."""
 
     def run(task: Any, seed: int, model_dir: Path, tracked: TrackedRun) -> dict[str, Any]:
         calls.append(seed)
@@ -26,7 +29,8 @@ def counting_system(calls: list[int]) -> System:
                 "n_train": 1, "n_valid": 1, "n_test": 1, "skipped": 0, "truncated": 0}
 
     dna = MODALITIES.get("dna")
-    return System("counting", "records its seeds", dna(dna.Config(name="dna")), run)
+    return System("counting", "records its seeds", dna(dna.Config(name="dna")), run,
+                  identity=lambda task_name: {"finetune": {"lr": lr}})
 
 
 def test_a_cell_held_by_another_process_is_waited_for_and_read_not_rerun(tmp_path: Path) -> None:
@@ -64,3 +68,23 @@ def test_a_lock_left_by_a_finished_process_does_not_block(tmp_path: Path) -> Non
     results = run_cells([system], [TASK], [0], tmp_path, progress=False)
     assert calls == [0] and len(results["cells"]) == 1
     assert not stale.exists()
+
+
+def test_a_finished_cell_is_reused_only_when_run_the_same_way(tmp_path: Path) -> None:
+    calls: list[int] = []
+    run_cells([counting_system(calls)], [TASK], [0], tmp_path, progress=False)
+    run_cells([counting_system(calls)], [TASK], [0], tmp_path, progress=False)
+    assert calls == [0]  # the second run reused the cell
+    cell = tmp_path / "cells" / "counting" / "dna-ecoli_promoters" / "seed-0.json"
+    with pytest.raises(ConfigError, match=r"seed-0.json was run otherwise \(system.finetune.lr: then 0.001, now "
+                                          r"0.0002\); give another --out, or delete"):
+        run_cells([counting_system(calls, lr=2e-4)], [TASK], [0], tmp_path, progress=False)
+    kept = json.loads(cell.read_text())
+    kept["identity"]["data"] = "other"  # the task's file changed since
+    cell.write_text(json.dumps(kept))
+    with pytest.raises(ConfigError, match=r"\(data: then 'other', now '[0-9a-f]{64}'\)"):
+        run_cells([counting_system(calls)], [TASK], [0], tmp_path, progress=False)
+    del kept["identity"]  # a cell from before identities were kept is trusted
+    cell.write_text(json.dumps(kept))
+    assert run_cells([counting_system(calls, lr=2e-4)], [TASK], [0], tmp_path, progress=False)["cells"][0]["seed"] == 0
+    assert calls == [0]

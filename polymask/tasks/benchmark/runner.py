@@ -2,13 +2,16 @@
 
 Each (system, task, seed) result is a JSON file under ``<out>/cells/``, and the fine-tuned model it
 chose on the validation split a folder next to it (``seed-N.json``, ``seed-N/``); a rerun skips finished
-cells, so an interrupted benchmark resumes where it stopped. A cell runs under a lock beside its file
+cells, so an interrupted benchmark resumes where it stopped. Each cell keeps its identity (the encoder's weights,
+the fine-tuning settings, a hash of the task's data): a finished cell that would now be run otherwise is an
+error naming what changed, never a stale score in a new table. A cell runs under a lock beside its file
 (``seed-N.lock``, removed when the cell ends): a second process on the same folder skips the cells
 the first is running, runs the rest, then waits for those and reads their results. The report is written as Markdown,
 CSV and JSON (mean ± std over seeds), plus a PNG with one panel per task.
 """
 from __future__ import annotations
 
+import hashlib
 import json
 import re
 import time
@@ -18,13 +21,14 @@ from typing import Any, Sequence
 import numpy as np
 
 from polymask.checkpoints.finetuned import folder_bytes, is_finetuned
-from polymask.errors import RunBusy, TaskFileMissing
+from polymask.errors import ConfigError, RunBusy, TaskFileMissing
 from polymask.jsonio import make_dir, write_json
 from polymask.locks import acquire
 from polymask.runtime import inner_progress, progress_bar
 from polymask.tasks.benchmark.pretraining_report import pretraining_sections
 from polymask.tasks.benchmark.report import write_report
 from polymask.tasks.benchmark.systems import System
+from polymask.tasks.data.loading import TaskSplit
 from polymask.tasks.data.spec import TaskSpec, as_task_spec
 from polymask.tasks.finetune.options import FinetuneConfig
 from polymask.tasks.metrics.scoring import METRICS
@@ -60,11 +64,45 @@ def cell_path(out: Path, system: System, spec: TaskSpec, seed: int) -> Path:
     return out / "cells" / slug(system.name) / slug(spec.key) / f"seed-{seed}.json"
 
 
-def _cell(system: System, task: Any, seed: int, out: Path, path: Path, wait: bool) -> dict[str, Any] | None:
-    """The cell's result: read when finished, else run under the cell's lock (so two benchmark processes
-    on one folder share the cells). ``None`` when another process holds the lock and ``wait`` is off."""
+def data_identity(task: Any) -> str:
+    """sha256 of a task's spec and every split's inputs and labels: a cell is reused only on the same data."""
+    digest = hashlib.sha256(task.spec.model_dump_json().encode())
+    for split in [task.train, task.valid, task.test, *getattr(task, "extra_tests", {}).values()]:
+        if isinstance(split, TaskSplit):
+            digest.update(json.dumps(split.inputs).encode())
+            digest.update(np.ascontiguousarray(split.labels, dtype=np.float64).tobytes())
+        else:  # a span task's examples (dataclasses, whose repr is complete)
+            digest.update(repr(split).encode())
+    return digest.hexdigest()
+
+
+def _difference(then: Any, now: Any, where: str = "") -> str:
+    """The first setting that differs between two identities, as 'name: then X, now Y'."""
+    if isinstance(then, dict) and isinstance(now, dict):
+        for key in sorted(set(then) | set(now)):
+            if then.get(key) != now.get(key):
+                return _difference(then.get(key), now.get(key), f"{where}.{key}" if where else key)
+    return f"{where or 'identity'}: then {then!r}, now {now!r}"
+
+
+def _reused(path: Path, identity: dict[str, Any]) -> dict[str, Any]:
+    """A finished cell, if it was run as this one would be (a cell from before identities were kept is trusted)."""
+    cell = json.loads(path.read_text())
+    kept = cell.get("identity")
+    if kept is not None and kept != identity:
+        raise ConfigError(f"{path} was run otherwise ({_difference(kept, identity)}); give another --out, or delete "
+                          f"the cell's file to run it again")
+    return cell
+
+
+def _cell(system: System, task: Any, seed: int, out: Path, path: Path, wait: bool,
+          data: str) -> dict[str, Any] | None:
+    """The cell's result: read when finished (and run the same way: the system's identity for the task and the
+    ``data`` identity), else run under the cell's lock (so two benchmark processes on one folder share the cells).
+    ``None`` when another process holds the lock and ``wait`` is off."""
+    identity = json.loads(json.dumps({"system": system.identity(task.spec.name), "data": data}, default=str))
     if path.is_file():
-        return json.loads(path.read_text())
+        return _reused(path, identity)
     make_dir(path.parent)
     lock_path = path.with_suffix(".lock")
     try:
@@ -74,11 +112,11 @@ def _cell(system: System, task: Any, seed: int, out: Path, path: Path, wait: boo
     with lock:
         try:
             if path.is_file():  # finished by the process that held the lock
-                return json.loads(path.read_text())
+                return _reused(path, identity)
             model_dir = path.with_suffix("")
             tracked = TrackedRun(out, f"{system.name}/{task.spec.key}/seed-{seed}",
                                  model_dir.relative_to(out / "cells"))  # events: tensorboard/<system>/<task>/seed-N
-            cell = {"system": system.name, **system.run(task, seed, model_dir, tracked)}
+            cell = {"system": system.name, **system.run(task, seed, model_dir, tracked), "identity": identity}
             if is_finetuned(model_dir):
                 cell["model_dir"] = str(model_dir.relative_to(out))
                 cell["model_bytes"] = folder_bytes(model_dir)
@@ -123,6 +161,7 @@ def run_cells(systems: list[System], tasks: Sequence[str | TaskSpec], seeds: lis
     todo = [(s, spec, seed) for spec in specs if spec.key not in missing for s in systems for seed in seeds]
     bar = progress_bar(total=len(todo), disable=not progress, unit="cell", desc="benchmark")
     done: dict[int, dict[str, Any]] = {}
+    identities: dict[int, str] = {}  # the data identity of each loaded task
     busy = []
     for index, (system, spec, seed) in enumerate(todo):
         task = loaded[(spec.key, system.modality.config.model_dump_json())]
@@ -130,7 +169,8 @@ def run_cells(systems: list[System], tasks: Sequence[str | TaskSpec], seeds: lis
                              "files": task.files, "skipped": len(task.skipped), "skipped_examples": task.skipped[:5],
                              "duplicates_removed": task.duplicates_removed, "tasks": len(task.label_names)}
         bar.set_postfix_str(f"{spec.key} | {system.name} | seed {seed}")
-        cell = _cell(system, task, seed, out, cell_path(out, system, spec, seed), wait=False)
+        identities.setdefault(id(task), data_identity(task))
+        cell = _cell(system, task, seed, out, cell_path(out, system, spec, seed), False, identities[id(task)])
         if cell is None:
             busy.append((index, task))
             continue
@@ -139,7 +179,7 @@ def run_cells(systems: list[System], tasks: Sequence[str | TaskSpec], seeds: lis
     for index, task in busy:  # cells another process was running: wait for it, then read its result
         system, spec, seed = todo[index]
         bar.set_postfix_str(f"{spec.key} | {system.name} | seed {seed} (another process)")
-        done[index] = _cell(system, task, seed, out, cell_path(out, system, spec, seed), wait=True)
+        done[index] = _cell(system, task, seed, out, cell_path(out, system, spec, seed), True, identities[id(task)])
         bar.update(1)
     bar.close()
     cells, descriptions = with_averaged_rows([done[index] for index in range(len(todo))],

@@ -52,6 +52,23 @@ class System:
     run: RunCell
     #: real tokens the encoder was pretrained on (a checkpoint's row), for the scaling plot; None otherwise
     pretraining_tokens: int | None = None
+    #: task name -> what decides the row's cells besides the task data and seed (the encoder's weights, the
+    #: fine-tuning settings for that task): a finished cell is reused only when it is the same
+    identity: Callable[[str], dict[str, Any]] = lambda task_name: {}
+
+
+#: Settings that change where a cell's outputs go or how it is watched, not its scores.
+NOT_IN_IDENTITY = ("save_model", "report_to", "device", "task_lr")
+
+
+def finetune_identity(weights: dict[str, Any], config: FinetuneConfig) -> Callable[[str], dict[str, Any]]:
+    """A fine-tuned row's identity: ``weights`` (what the encoder starts from) and the settings of each task
+    (``task_lr`` resolved into ``lr``)."""
+    def of_task(task_name: str) -> dict[str, Any]:
+        settings = config.for_task(task_name).model_dump(mode="json", exclude=set(NOT_IN_IDENTITY))
+        return {"weights": weights, "finetune": settings}
+
+    return of_task
 
 
 @dataclass
@@ -111,7 +128,8 @@ def checkpoint_system(path: Path, config: FinetuneConfig) -> System:
                   f"{checkpoint.folder} ({objective}, preset {checkpoint.encoder_config.preset})",
                   modality, _finetuned(lambda seed: checkpoint.build_encoder(), checkpoint.tokenizer, modality, config,
                                        checkpoint.folder, save_target),
-                  checkpoint.pretraining_tokens())
+                  checkpoint.pretraining_tokens(),
+                  finetune_identity({"sha256": checkpoint.manifest["files"].get("model.safetensors")}, config))
 
 
 def untrained_system(path: Path, config: FinetuneConfig) -> System:
@@ -126,7 +144,8 @@ def untrained_system(path: Path, config: FinetuneConfig) -> System:
 
     return System("no pretraining", f"architecture of {checkpoint.folder}, random initialisation",
                   modality, _finetuned(fresh_encoder, checkpoint.tokenizer, modality, config, checkpoint.folder,
-                                       _keeps_none))
+                                       _keeps_none),
+                  identity=finetune_identity({"random": checkpoint.encoder_config.model_dump(mode="json")}, config))
 
 
 def hf_system(folder: HFFolder, config: FinetuneConfig, modality: Modality) -> System:
@@ -138,7 +157,8 @@ def hf_system(folder: HFFolder, config: FinetuneConfig, modality: Modality) -> S
         raise ConfigError(f"{folder.folder}: max_len {config.max_len} is more than the {positions} positions its "
                           f"config.json states; pass a smaller --max-len")
     return System(folder.name, f"{folder.folder} (Hugging Face {folder.model_type}, its own tokenizer)", modality,
-                  _finetuned(folder.encoder, folder.tokenizer, RawInputs(modality), config, folder.folder, _keeps_none))
+                  _finetuned(folder.encoder, folder.tokenizer, RawInputs(modality), config, folder.folder, _keeps_none),
+                  identity=finetune_identity({"files": folder.file_sizes()}, config))
 
 
 def hf_untrained_system(folder: HFFolder, config: FinetuneConfig, modality: Modality) -> System:
@@ -147,7 +167,8 @@ def hf_untrained_system(folder: HFFolder, config: FinetuneConfig, modality: Moda
     return System("no pretraining", f"architecture of {folder.folder} (Hugging Face {folder.model_type}), random "
                                     f"initialisation", modality,
                   _finetuned(folder.untrained_encoder, folder.tokenizer, RawInputs(modality), config, folder.folder,
-                             _keeps_none))
+                             _keeps_none),
+                  identity=finetune_identity({"random": folder.model.config.to_dict()}, config))
 
 
 def _tasks_modality(specs: list[TaskSpec]) -> Modality:
@@ -215,4 +236,6 @@ def reference_systems(benchmark: str, modality: Modality, max_train_examples: in
     _import_family(benchmark)
     if benchmark not in REFERENCES:
         return []
-    return [System(ref.name, ref.name, modality, _capped(ref.run, max_train_examples)) for ref in REFERENCES.get(benchmark)]
+    return [System(ref.name, ref.name, modality, _capped(ref.run, max_train_examples),
+                   identity=lambda task_name: {"max_train_examples": max_train_examples})
+            for ref in REFERENCES.get(benchmark)]

@@ -150,6 +150,10 @@ class HFFolder:
     def name(self) -> str:
         return self.folder.resolve().name
 
+    def file_sizes(self) -> dict[str, int]:
+        """Bytes of each file in the folder: what a benchmark cell of it records as its weights' identity."""
+        return {path.name: path.stat().st_size for path in sorted(self.folder.iterdir()) if path.is_file()}
+
     @property
     def model_type(self) -> str:
         return str(self.model.config.model_type)
