@@ -107,11 +107,11 @@ def encode_records(inputs: Sequence[Inputs], reasons: Sequence[str | None], moda
     return encoded
 
 
-def run_batched(sequences: Sequence[list[int]], forward: Callable[[Batch], np.ndarray], width: int, batch_size: int,
-                pad: int, device: torch.device, precision: str = "fp32", progress: bool = False,
+def run_batched(sequences: Sequence[list[int]], forward: Callable[[Batch, np.ndarray], np.ndarray], width: int,
+                batch_size: int, pad: int, device: torch.device, precision: str = "fp32", progress: bool = False,
                 desc: str = "batches") -> np.ndarray:
-    """``forward`` over length-sorted batches of ``sequences`` (little padding), results back in input
-    order: an array (len(sequences), width)."""
+    """``forward(batch, indices)`` over length-sorted batches of ``sequences`` (little padding; ``indices``: the
+    batch's positions in ``sequences``), results back in input order: an array (len(sequences), width)."""
     lengths = np.array([len(s) for s in sequences], dtype=np.int64)
     batches = BatchSampler(lengths, batch_size, 0, shuffle=False).epoch(0)
     results = np.full((len(sequences), width), np.nan, dtype=np.float64)
@@ -120,7 +120,7 @@ def run_batched(sequences: Sequence[list[int]], forward: Callable[[Batch], np.nd
         for indices in batches:
             batch = collate([sequences[i] for i in indices], pad).to(device)
             with autocast(device, precision):
-                results[indices] = forward(batch)
+                results[indices] = forward(batch, indices)
             bar.update(1)
     bar.close()
     return results

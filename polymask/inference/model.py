@@ -33,6 +33,7 @@ from polymask.model.heads import pool as pool_states
 from polymask.registry import UnknownNameError
 from polymask.runtime import resolve_device
 from polymask.tasks.data.task_kind import TASK_KINDS, TaskKind
+from polymask.tasks.finetune.features import MoleculeFeatures
 from polymask.tasks.finetune.hf_folder import HFEncoder, HFFolder, RawInputs, load_hf_folder
 from polymask.tokenization import SpecialIds
 
@@ -97,7 +98,7 @@ class AppliedEncoder:
         pooling = pooling or self.pooling
         accepted = encoded.accepted
 
-        def forward(batch: Any) -> np.ndarray:
+        def forward(batch: Any, indices: np.ndarray) -> np.ndarray:
             hidden = self.encoder(batch.input_ids, attention_mask=batch.attention_mask)
             return pool_states(hidden, batch.attention_mask, pooling).float().cpu().numpy()
 
@@ -164,7 +165,11 @@ class FinetunedModel(AppliedEncoder):
         fill_legacy_defaults(meta["encoder"]["config"])
         encoder = Encoder(EncoderConfig.model_validate(meta["encoder"]["config"]), meta["encoder"]["vocab_size"])
         self.kind = kind_of(self.task["kind"])
-        self.network: torch.nn.Module = self.kind.network(encoder, self.task["n_outputs"], meta["pooling"], 0.0)
+        #: the molecular features its head also reads (``extra_features`` at fine-tuning), else None
+        self.features = MoleculeFeatures.from_json(meta["extra_features"]) if meta.get("extra_features") else None
+        network_options = {"n_features": self.features.width} if self.features else {}
+        self.network: torch.nn.Module = self.kind.network(encoder, self.task["n_outputs"], meta["pooling"], 0.0,
+                                                          **network_options)
         self.head = self.kind.restore(meta["normalisation"])  # the kind's prediction rule, as saved
         try:
             self.network.load_state_dict(weights)
@@ -198,20 +203,25 @@ class FinetunedModel(AppliedEncoder):
         accepted = encoded.accepted
         outputs = np.full((len(inputs), self.task["n_outputs"]), np.nan)
 
-        def forward(batch: Any) -> np.ndarray:
-            return self.head.predict(self.network(batch.input_ids, batch.attention_mask))
+        records = [tuple(normalize_record(self.modality, part) for part in inputs[i]) for i in accepted] \
+            if self.averaged_over or self.features else []
 
-        def run(ids: Sequence[list[int]]) -> np.ndarray:
+        def run(ids: Sequence[list[int]], molecules: Sequence[tuple[str, ...]]) -> np.ndarray:
+            features = self.features.transform([parts[0] for parts in molecules]) if self.features else None
+
+            def forward(batch: Any, indices: np.ndarray) -> np.ndarray:
+                extra = {} if features is None else {"features": torch.as_tensor(features[indices]).to(self.device)}
+                return self.head.predict(self.network(batch.input_ids, batch.attention_mask, **extra))
+
             return run_batched(ids, forward, outputs.shape[1], batch_size, self.pad, self.device, progress=progress,
                                desc="predict")
 
         if self.averaged_over:  # chosen at fine-tuning: the mean over each record's label-preserving variants
-            records = [tuple(normalize_record(self.modality, part) for part in inputs[i]) for i in accepted]
             variants = expand_variants(records, self.modality, self.averaged_over)
             varied = self.encode_inputs(variants.inputs, [None] * len(variants.inputs)).ids
-            outputs[accepted] = variants.average(run(varied))  # variants of accepted records all encode
+            outputs[accepted] = variants.average(run(varied, variants.inputs))  # variants of accepted records encode
         else:
-            outputs[accepted] = run([encoded.ids[i] for i in accepted])
+            outputs[accepted] = run([encoded.ids[i] for i in accepted], records)
         frame = pd.DataFrame(self.kind.prediction_columns(self.task, outputs))
         frame[REASON] = encoded.reasons
         return Applied(frame, len(accepted), len(inputs) - len(accepted), encoded.truncated, encoded.unknown)

@@ -23,20 +23,27 @@ def pool(hidden: Tensor, attention_mask: Tensor | None, pooling: Pooling) -> Ten
 
 
 class SequencePredictor(nn.Module):
-    """Encoder -> pooling -> dropout -> linear layer with one output per task (or class)."""
+    """Encoder -> pooling -> dropout -> linear layer with one output per task (or class); with ``n_features``,
+    that many per-sequence features (``forward``'s ``features``) join the pooled vector before the layer."""
 
-    def __init__(self, encoder: Encoder, n_outputs: int, pooling: Pooling = "mean", dropout: float = 0.1) -> None:
+    def __init__(self, encoder: Encoder, n_outputs: int, pooling: Pooling = "mean", dropout: float = 0.1,
+                 n_features: int = 0) -> None:
         super().__init__()
         self.encoder = encoder
         self.pooling = pooling
+        self.n_features = n_features
         self.dropout = nn.Dropout(dropout)
-        self.head = nn.Linear(encoder.config.d_model, n_outputs)
+        self.head = nn.Linear(encoder.config.d_model + n_features, n_outputs)
         nn.init.normal_(self.head.weight, std=0.02)
         nn.init.zeros_(self.head.bias)
 
-    def forward(self, input_ids: Tensor, attention_mask: Tensor | None) -> Tensor:
-        hidden = self.encoder(input_ids, attention_mask=attention_mask)
-        return self.head(self.dropout(pool(hidden, attention_mask, self.pooling))).float()
+    def forward(self, input_ids: Tensor, attention_mask: Tensor | None, features: Tensor | None = None) -> Tensor:
+        pooled = pool(self.encoder(input_ids, attention_mask=attention_mask), attention_mask, self.pooling)
+        if self.n_features:
+            if features is None or features.shape != (pooled.shape[0], self.n_features):
+                raise ValueError(f"this predictor takes {self.n_features} features per sequence")
+            pooled = torch.cat([pooled, features.to(pooled.dtype)], dim=-1)
+        return self.head(self.dropout(pooled)).float()
 
 
 class SpanPredictor(nn.Module):

@@ -106,6 +106,11 @@ def _finetuned(encoder_factory: Callable[[int], Encoder | HFEncoder], tokenizer:
     return run
 
 
+def row_name(name: str, config: FinetuneConfig) -> str:
+    """A fine-tuned row's name: ``name``, plus the extra feature sets its head reads ('... + morgan')."""
+    return " + ".join([name, *config.extra_features])
+
+
 def _keeps_none(model_dir: Path) -> None:
     """The save target of rows that keep no fine-tuned model."""
     return None
@@ -124,7 +129,7 @@ def checkpoint_system(path: Path, config: FinetuneConfig) -> System:
             if config.save_model else None
 
     step = f" {Path(path).name}" if CHECKPOINT_NAME.fullmatch(Path(path).name) else ""  # one run's checkpoints apart
-    return System(f"{checkpoint.name}{step} ({objective})",
+    return System(row_name(f"{checkpoint.name}{step} ({objective})", config),
                   f"{checkpoint.folder} ({objective}, preset {checkpoint.encoder_config.preset})",
                   modality, _finetuned(lambda seed: checkpoint.build_encoder(), checkpoint.tokenizer, modality, config,
                                        checkpoint.folder, save_target),
@@ -142,7 +147,7 @@ def untrained_system(path: Path, config: FinetuneConfig) -> System:
         torch.manual_seed(10_000 + seed)
         return Encoder(checkpoint.encoder_config, checkpoint.vocab_size)
 
-    return System("no pretraining", f"architecture of {checkpoint.folder}, random initialisation",
+    return System(row_name("no pretraining", config), f"architecture of {checkpoint.folder}, random initialisation",
                   modality, _finetuned(fresh_encoder, checkpoint.tokenizer, modality, config, checkpoint.folder,
                                        _keeps_none),
                   identity=finetune_identity({"random": checkpoint.encoder_config.model_dump(mode="json")}, config))
@@ -156,7 +161,8 @@ def hf_system(folder: HFFolder, config: FinetuneConfig, modality: Modality) -> S
     if isinstance(positions, int) and config.max_len > positions:
         raise ConfigError(f"{folder.folder}: max_len {config.max_len} is more than the {positions} positions its "
                           f"config.json states; pass a smaller --max-len")
-    return System(folder.name, f"{folder.folder} (Hugging Face {folder.model_type}, its own tokenizer)", modality,
+    return System(row_name(folder.name, config), f"{folder.folder} (Hugging Face {folder.model_type}, its own tokenizer)",
+                  modality,
                   _finetuned(folder.encoder, folder.tokenizer, RawInputs(modality), config, folder.folder, _keeps_none),
                   identity=finetune_identity({"files": folder.file_sizes()}, config))
 
@@ -164,8 +170,8 @@ def hf_system(folder: HFFolder, config: FinetuneConfig, modality: Modality) -> S
 def hf_untrained_system(folder: HFFolder, config: FinetuneConfig, modality: Modality) -> System:
     """The "no pretraining" row of a benchmark of Hugging Face folders only: the first folder's architecture built
     from its config.json, randomly initialised (per seed), with its own tokenizer."""
-    return System("no pretraining", f"architecture of {folder.folder} (Hugging Face {folder.model_type}), random "
-                                    f"initialisation", modality,
+    return System(row_name("no pretraining", config),
+                  f"architecture of {folder.folder} (Hugging Face {folder.model_type}), random initialisation", modality,
                   _finetuned(folder.untrained_encoder, folder.tokenizer, RawInputs(modality), config, folder.folder,
                              _keeps_none),
                   identity=finetune_identity({"random": folder.model.config.to_dict()}, config))

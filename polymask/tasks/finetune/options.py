@@ -39,6 +39,11 @@ class FinetuneConfig(StrictModel):
                            "that keep the label (the spec's invariant_to; DNA: both strands, every k-mer reading "
                            "frame): a second row, '<system> + test-time average', from the same fine-tuned models, "
                            "and a saved model then predicts that way; tasks without invariances are unaffected")
+    extra_features: list[Literal["morgan", "rdkit2d"]] = Field(
+        default_factory=list, description="molecular features concatenated to the pooled embedding before the head, "
+                                          "as chemprop's extra features (SMILES tasks): morgan (ECFP4, 2048 bits), "
+                                          "rdkit2d (RDKit's 2D descriptors, standardised on the training split); the "
+                                          "row is named '<system> + <sets>'")
     dropout: float = Field(0.1, ge=0, lt=1, description="dropout before the head")
     weight_decay: float = Field(0.01, ge=0, description="AdamW weight decay")
     warmup_fraction: float = Field(0.06, ge=0, lt=1, description="fraction of steps with linear warm-up")

@@ -13,10 +13,11 @@ from polymask.tasks.data.spec import TaskSpec
 def finetuned_meta(spec: TaskSpec, label_names: list[str], n_outputs: int, modality: Modality, encoder: Encoder,
                    finetune_config: dict[str, Any], seed: int, valid: dict[str, float], best_epoch: int,
                    target: SaveTarget, normalisation: dict[str, list[float]] | None = None,
-                   span: dict[str, Any] | None = None) -> dict[str, Any]:
+                   span: dict[str, Any] | None = None, extra_features: dict[str, Any] | None = None) -> dict[str, Any]:
     """The JSON that makes a saved predictor usable on its own: the task's kind with the kind's problem type and
     class names, ``normalisation`` (mean, std) of regression targets, ``span`` options (windows, longest answer,
-    whether "no answer" is allowed) of span tasks."""
+    whether "no answer" is allowed) of span tasks, ``extra_features`` (``MoleculeFeatures.to_json``) of a model
+    whose head also reads molecular features."""
     modality_config = modality.config.model_dump(mode="json")
     modality_config["tokenizer"] = None  # the tokenizer is copied into the folder
     kind = spec.task_kind
@@ -30,7 +31,7 @@ def finetuned_meta(spec: TaskSpec, label_names: list[str], n_outputs: int, modal
         "modality": modality_config,
         "encoder": {"config": encoder.config.model_dump(mode="json"), "vocab_size": encoder.vocab_size},
         "pooling": finetune_config["pooling"], "max_len": finetune_config["max_len"],
-        "span": span,
+        "span": span, "extra_features": extra_features,
         "metric": spec.metric, "valid": valid, "best_epoch": best_epoch, "seed": seed,
         "finetune": finetune_config,
         "pretrained": {"checkpoint": target.checkpoint, "objective": target.objective, "step": target.step},

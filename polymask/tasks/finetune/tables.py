@@ -10,7 +10,7 @@ from __future__ import annotations
 import functools
 import random
 import time
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from typing import Any, Callable, Collection
 
 import numpy as np
@@ -19,15 +19,17 @@ from tokenizers import Tokenizer
 from torch import Tensor
 
 from polymask.checkpoints.finetuned import SaveTarget, save_finetuned
-from polymask.data.batching import BatchSampler, collate
+from polymask.data.batching import Batch, BatchSampler, collate
 from polymask.data.model_inputs import run_batched
 from polymask.data.variants import expand_variants
+from polymask.errors import ConfigError
 from polymask.modalities.base import Modality
 from polymask.model.encoder import Encoder
 from polymask.model.heads import SequencePredictor
 from polymask.runtime import autocast, precision_used, resolve_device
 from polymask.tasks.data.loading import TaskData, TaskSplit, subset
 from polymask.tasks.data.task_kind import TaskKind
+from polymask.tasks.finetune.features import MoleculeFeatures
 from polymask.tasks.finetune.loop import fit
 from polymask.tasks.finetune.options import FinetuneConfig
 from polymask.tasks.finetune.saved_meta import finetuned_meta
@@ -41,6 +43,8 @@ class EncodedSplit:
     sequences: list[list[int]]
     labels: np.ndarray
     truncated: int
+    #: (N, F) extra features per example (``extra_features``), or None
+    features: np.ndarray | None = None
 
 
 def encode_split(split: TaskSplit, modality: Modality, tokenizer: Tokenizer, max_len: int) -> EncodedSplit:
@@ -72,11 +76,35 @@ def augmented_epochs(split: TaskSplit, modality: Modality, tokenizer: Tokenizer,
 
 def _predict(model: SequencePredictor, head: TaskKind, data: EncodedSplit, batch_size: int, pad: int,
              device: torch.device, precision: str) -> np.ndarray:
+    def forward(batch: Batch, indices: np.ndarray) -> np.ndarray:
+        return head.predict(model(batch.input_ids, batch.attention_mask, rows_of(data.features, indices, device)))
+
     model.eval()
-    predictions = run_batched(data.sequences, lambda batch: head.predict(model(batch.input_ids, batch.attention_mask)),
-                              model.head.out_features, batch_size, pad, device, precision)
+    predictions = run_batched(data.sequences, forward, model.head.out_features, batch_size, pad, device, precision)
     model.train()
     return predictions
+
+
+def rows_of(features: np.ndarray | None, indices: np.ndarray, device: torch.device) -> Tensor | None:
+    """The extra features of the examples at ``indices`` as a tensor on ``device`` (None without features)."""
+    return None if features is None else torch.as_tensor(features[indices]).to(device)
+
+
+def with_features(split: EncodedSplit, inputs: list[tuple[str, ...]], features: MoleculeFeatures | None) -> EncodedSplit:
+    """``split`` with the extra features of its ``inputs`` (the first input of each example: its molecule)."""
+    if features is None:
+        return split
+    return replace(split, features=features.transform([parts[0] for parts in inputs]))
+
+
+def extra_features(config: FinetuneConfig, modality: Modality, train: TaskSplit) -> MoleculeFeatures | None:
+    """The ``extra_features`` sets fitted on the training molecules, or None; molecular sets need SMILES."""
+    if not config.extra_features:
+        return None
+    if modality.config.name != "smiles":
+        raise ConfigError(f"extra_features {config.extra_features} are molecular (computed from SMILES); this task's "
+                          f"modality is {modality.config.name}")
+    return MoleculeFeatures.fit(config.extra_features, [parts[0] for parts in train.inputs])
 
 
 def finetune(task: TaskData, encoder: Encoder, tokenizer: Tokenizer, modality: Modality, config: FinetuneConfig,
@@ -94,12 +122,14 @@ def finetune(task: TaskData, encoder: Encoder, tokenizer: Tokenizer, modality: M
     train_split = subset(task.train, config.max_train_examples, seed)
     valid_split = subset(task.valid, config.max_valid_examples, fixed)
     test_split = subset(task.test, config.max_test_examples, fixed)
-    train, valid, test = (encode_split(split, modality, tokenizer, config.max_len)
+    features = extra_features(config, modality, train_split)
+    train, valid, test = (with_features(encode_split(split, modality, tokenizer, config.max_len), split.inputs, features)
                           for split in (train_split, valid_split, test_split))
     epoch_data = (augmented_epochs(train_split, modality, tokenizer, config.max_len, seed, spec.invariant_to)
                   if config.augment else lambda epoch: train)
     head = spec.task_kind(train.labels)  # the kind's loss and prediction rule, fitted to the training labels
-    model = spec.task_kind.network(encoder, task.n_outputs, config.pooling, config.dropout).to(device)
+    network_options = {"n_features": features.width} if features else {}
+    model = spec.task_kind.network(encoder, task.n_outputs, config.pooling, config.dropout, **network_options).to(device)
     if config.freeze_encoder:
         model.encoder.requires_grad_(False)
     sampler = BatchSampler(np.array([len(s) for s in train.sequences]), config.batch_size, seed)
@@ -114,7 +144,7 @@ def finetune(task: TaskData, encoder: Encoder, tokenizer: Tokenizer, modality: M
     def loss_of(indices: np.ndarray) -> Tensor:
         batch = collate([drawn.sequences[i] for i in indices], pad).to(device)
         with autocast(device, config.precision):
-            logits = model(batch.input_ids, batch.attention_mask)
+            logits = model(batch.input_ids, batch.attention_mask, rows_of(train.features, indices, device))
         return head.loss(logits, labels[indices].to(device))
 
     def evaluate(split: EncodedSplit) -> dict[str, float]:
@@ -123,8 +153,8 @@ def finetune(task: TaskData, encoder: Encoder, tokenizer: Tokenizer, modality: M
 
     def averaged(split: TaskSplit) -> tuple[dict[str, float], float]:
         variants = expand_variants(split.inputs, modality, spec.invariant_to)
-        encoded = encode_split(TaskSplit(variants.inputs, split.labels[variants.owner]), modality, tokenizer,
-                               config.max_len)
+        encoded = with_features(encode_split(TaskSplit(variants.inputs, split.labels[variants.owner]), modality,
+                                             tokenizer, config.max_len), variants.inputs, features)
         predictions = _predict(model, head, encoded, config.batch_size, pad, device, config.precision)
         return score(metric_names, split.labels, variants.average(predictions)), variants.per_record
 
@@ -136,12 +166,14 @@ def finetune(task: TaskData, encoder: Encoder, tokenizer: Tokenizer, modality: M
         extra["averaged"] = {"valid": valid_averaged, "test": test_averaged, "variants_per_example": per_record,
                              "over": list(spec.invariant_to)}
     for name, split in task.extra_tests.items():
-        extra = encode_split(subset(split, config.max_test_examples, fixed), modality, tokenizer, config.max_len)
+        capped = subset(split, config.max_test_examples, fixed)
+        extra = with_features(encode_split(capped, modality, tokenizer, config.max_len), capped.inputs, features)
         test_metrics.update({f"{name}_{metric}": value for metric, value in evaluate(extra).items()})
     if save_to is not None:
         save_finetuned(save_to.folder, model, tokenizer, finetuned_meta(
             spec, task.label_names, task.n_outputs, modality, encoder, config.model_dump(mode="json"), seed,
-            fitted.valid, fitted.best_epoch, save_to, head.normalisation()))
+            fitted.valid, fitted.best_epoch, save_to, head.normalisation(),
+            extra_features=features.to_json() if features else None))
     return {
         "task": spec.key, "seed": seed, "metric": spec.metric, "best_epoch": fitted.best_epoch,
         "epochs_run": fitted.epochs_run, "valid": fitted.valid, "test": test_metrics,
