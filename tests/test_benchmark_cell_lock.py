@@ -80,11 +80,47 @@ def test_a_finished_cell_is_reused_only_when_run_the_same_way(tmp_path: Path) ->
                                           r"0.0002\); give another --out, or delete"):
         run_cells([counting_system(calls, lr=2e-4)], [TASK], [0], tmp_path, progress=False)
     kept = json.loads(cell.read_text())
-    kept["identity"]["data"] = "other"  # the task's file changed since
+    examples = kept["identity"]["data"]["test"]["examples"]
+    kept["identity"]["data"]["test"]["examples"] += 1  # the task's file changed since
     cell.write_text(json.dumps(kept))
-    with pytest.raises(ConfigError, match=r"\(data: then 'other', now '[0-9a-f]{64}'\)"):
+    with pytest.raises(ConfigError, match=rf"\(data.test.examples: then {examples + 1}, now {examples}\)"):
         run_cells([counting_system(calls)], [TASK], [0], tmp_path, progress=False)
     del kept["identity"]  # a cell from before identities were kept is trusted
     cell.write_text(json.dumps(kept))
     assert run_cells([counting_system(calls, lr=2e-4)], [TASK], [0], tmp_path, progress=False)["cells"][0]["seed"] == 0
     assert calls == [0]
+
+
+def test_a_cell_written_before_a_setting_existed_is_reused_while_the_setting_keeps_its_default(tmp_path: Path) -> None:
+    calls: list[int] = []
+
+    def system(finetune: dict[str, Any]) -> System:
+        plain = counting_system(calls)
+        plain.identity = lambda task_name: {"finetune": finetune}
+        return plain
+
+    run_cells([system({"lr": 1e-3})], [TASK], [0], tmp_path, progress=False)  # before test_time_average existed
+    run_cells([system({"lr": 1e-3, "test_time_average": False})], [TASK], [0], tmp_path, progress=False)
+    assert calls == [0]
+    with pytest.raises(ConfigError, match="finetune.test_time_average: then None, now True"):
+        run_cells([system({"lr": 1e-3, "test_time_average": True})], [TASK], [0], tmp_path, progress=False)
+
+
+def test_the_data_identity_is_the_content_not_where_the_file_lies(tmp_path: Path, monkeypatch) -> None:
+    from polymask.tasks.benchmark.runner import data_identity
+    from polymask.tasks.data.loading import load_task
+    from polymask.tasks.data.own_table import own_task_spec
+
+    smiles = MODALITIES.get("smiles")()
+
+    def own_table_task(path: Path, targets: list[str], column: str) -> Any:
+        return load_task(own_task_spec(path, targets, smiles, column), smiles)
+
+    table = "smiles,y\n" + "".join(f"{'C' * n}O,{n}\n" for n in range(1, 40))
+    (tmp_path / "a").mkdir()
+    (tmp_path / "a" / "sol.csv").write_text(table)
+    (tmp_path / "b.csv").write_text(table)
+    monkeypatch.chdir(tmp_path)
+    first = data_identity(own_table_task(Path("a/sol.csv"), ["y"], "smiles"))
+    assert first == data_identity(own_table_task(tmp_path / "a" / "sol.csv", ["y"], "smiles"))
+    assert first["train"] == data_identity(own_table_task(Path("b.csv"), ["y"], "smiles"))["train"]

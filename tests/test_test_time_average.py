@@ -14,7 +14,8 @@ from polymask.tasks.data.spec import load_task_spec
 from polymask.tasks.finetune.options import FinetuneConfig
 from polymask.tasks.finetune.tables import finetune
 from polymask.training.trainer import train
-from tests.conftest import tiny_config
+from polymask.cli import main
+from tests.conftest import one_line_error, tiny_config
 
 SEQUENCE = "ACGTTGCAAGGCTTAN"
 REVERSE = "NTAAGCCTTGCAACGT"
@@ -57,7 +58,7 @@ def test_the_averaged_row_follows_its_own_and_counts_no_time_twice():
 
 @pytest.mark.integration
 @pytest.mark.usefixtures("one_torch_thread")
-def test_finetuning_scores_both_ways_and_the_saved_model_predicts_averaged(tmp_path):
+def test_finetuning_scores_both_ways_and_the_saved_model_predicts_averaged(tmp_path, capsys):
     run = tmp_path / "tiny-dna"
     train(tiny_config("dna", run, max_steps=10))
     checkpoint = read_checkpoint(run)
@@ -65,13 +66,13 @@ def test_finetuning_scores_both_ways_and_the_saved_model_predicts_averaged(tmp_p
     splice = load_task(load_task_spec("dna/splice"), modality)  # its label is strand-specific: an invariance is
     spec = splice.spec.model_copy(update={"invariant_to": ["reverse_complement", "shift"]})  # declared for the test
     task = TaskData(spec, splice.label_names, subset(splice.train, 200, 0), subset(splice.valid, 60, 0),
-                    subset(splice.test, 60, 0), splice.files)
+                    subset(splice.test, 60, 0), splice.files, extra_tests={"other": subset(splice.test, 30, 1)})
     config = FinetuneConfig(epochs=1, lr=2e-3, precision="fp32", test_time_average=True)
     folder = tmp_path / "model"
     result = finetune(task, checkpoint.build_encoder(), checkpoint.tokenizer, modality, config, seed=0,
                       save_to=SaveTarget(folder, str(run), "mlm", 10))
     assert result["averaged"]["variants_per_example"] == 12  # 2 strands x 6 frames of a 6-mer
-    assert set(result["averaged"]["test"]) == set(result["test"])
+    assert set(result["averaged"]["test"]) == {"mcc", "accuracy", "macro_f1"} and "other_mcc" in result["test"]
     plain = finetune(task, checkpoint.build_encoder(), checkpoint.tokenizer, modality,
                      config.model_copy(update={"test_time_average": False}), seed=0)
     assert "averaged" not in plain and plain["test"] == result["test"]  # the single-prediction row is unchanged
@@ -84,3 +85,6 @@ def test_finetuning_scores_both_ways_and_the_saved_model_predicts_averaged(tmp_p
     each = model.predict(modality.variants(sequence, spec.invariant_to)).filter(like="prob_").to_numpy()
     assert np.allclose(averaged[0], each.mean(axis=0), atol=1e-6)
     assert not np.allclose(each[0], each.mean(axis=0))  # the variants do reach the prediction
+    capsys.readouterr()  # the tiny run's collapse warning
+    code = main(["export", "--checkpoint", str(folder), "--out", str(tmp_path / "hf")])
+    one_line_error(capsys, code, "predictions averaged over reverse_complement, shift")

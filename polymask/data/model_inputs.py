@@ -8,7 +8,7 @@ pretraining packs and cuts; DNA, which it cuts into windows) are truncated as at
 from __future__ import annotations
 
 import math
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Any, Callable, Iterable, Sequence
 
 import numpy as np
@@ -34,6 +34,8 @@ class Encoded:
     reasons: list[str | None]
     truncated: int = 0
     unknown: int = 0
+    #: each record's normalised input strings (None where rejected)
+    records: list[tuple[str, ...] | None] = field(default_factory=list)
 
     @property
     def accepted(self) -> np.ndarray:
@@ -83,22 +85,26 @@ def encode_records(inputs: Sequence[Inputs], reasons: Sequence[str | None], moda
     specials = SpecialIds.of(tokenizer)
     reasons = list(reasons)
     prepared: list[tuple[str, ...] | None] = []
+    records: list[tuple[str, ...] | None] = []
     for index, parts in enumerate(inputs):
         try:
             if parts is None:
                 raise InvalidRecord(reasons[index] or "no value")
-            prepared.append(tuple(modality.tokenizer_input(normalize_record(modality, part)) for part in parts))
+            records.append(tuple(normalize_record(modality, part) for part in parts))
+            prepared.append(tuple(modality.tokenizer_input(part) for part in records[-1]))
         except InvalidRecord as exc:
+            records.append(None)
             prepared.append(None)
             reasons[index] = exc.reason
     accepted = [i for i, parts in enumerate(prepared) if parts is not None]
     encodings = tokenizer.encode_batch([prepared[i] if len(prepared[i]) == 2 else prepared[i][0] for i in accepted])
-    encoded = Encoded([None] * len(prepared), reasons)
+    encoded = Encoded([None] * len(prepared), reasons, records=records)
     for index, encoding in zip(accepted, encodings):
         ids = encoding.ids
         if len(ids) > max_len:
             if modality.overflow == "skip" and not modality.packed:
                 reasons[index] = f"{len(ids)} tokens, more than the model's max_len {max_len}"
+                records[index] = None
                 continue
             ids = cut_to_max_len(ids, max_len, specials.sep)
             encoded.truncated += 1

@@ -20,7 +20,6 @@ from polymask.checkpoints.finetuned import read_finetuned, resolve_finetuned
 from polymask.checkpoints.pretrained import LoadedCheckpoint
 from polymask.checkpoints.pretrained import read_checkpoint
 from polymask.data.model_inputs import Encoded, Inputs, as_inputs, encode_records, run_batched
-from polymask.data.records import normalize_record
 from polymask.data.variants import expand_variants
 from polymask.encoder_config import fill_legacy_defaults
 from polymask.errors import CheckpointError
@@ -33,7 +32,7 @@ from polymask.model.heads import pool as pool_states
 from polymask.registry import UnknownNameError
 from polymask.runtime import resolve_device
 from polymask.tasks.data.task_kind import TASK_KINDS, TaskKind
-from polymask.tasks.finetune.features import MoleculeFeatures
+from polymask.tasks.finetune.features import MoleculeFeatures, feature_rows, molecules
 from polymask.tasks.finetune.hf_folder import HFEncoder, HFFolder, RawInputs, load_hf_folder
 from polymask.tokenization import SpecialIds
 
@@ -203,24 +202,24 @@ class FinetunedModel(AppliedEncoder):
         accepted = encoded.accepted
         outputs = np.full((len(inputs), self.task["n_outputs"]), np.nan)
 
-        records = [tuple(normalize_record(self.modality, part) for part in inputs[i]) for i in accepted] \
-            if self.averaged_over or self.features else []
+        records = [encoded.records[i] for i in accepted]
 
-        def run(ids: Sequence[list[int]], molecules: Sequence[tuple[str, ...]]) -> np.ndarray:
-            features = self.features.transform([parts[0] for parts in molecules]) if self.features else None
+        def run(ids: Sequence[list[int]], examples: Sequence[tuple[str, ...]]) -> np.ndarray:
+            features = self.features.transform(molecules(examples)) if self.features else None
 
             def forward(batch: Any, indices: np.ndarray) -> np.ndarray:
-                extra = {} if features is None else {"features": torch.as_tensor(features[indices]).to(self.device)}
+                rows = feature_rows(features, indices, self.device)
+                extra = {} if rows is None else {"features": rows}
                 return self.head.predict(self.network(batch.input_ids, batch.attention_mask, **extra))
 
             return run_batched(ids, forward, outputs.shape[1], batch_size, self.pad, self.device, progress=progress,
                                desc="predict")
 
-        if self.averaged_over:  # chosen at fine-tuning: the mean over each record's label-preserving variants
+        if len(accepted) and self.averaged_over:  # chosen at fine-tuning: the mean over each record's variants
             variants = expand_variants(records, self.modality, self.averaged_over)
             varied = self.encode_inputs(variants.inputs, [None] * len(variants.inputs)).ids
             outputs[accepted] = variants.average(run(varied, variants.inputs))  # variants of accepted records encode
-        else:
+        elif len(accepted):  # (with none accepted, every row keeps its reason)
             outputs[accepted] = run([encoded.ids[i] for i in accepted], records)
         frame = pd.DataFrame(self.kind.prediction_columns(self.task, outputs))
         frame[REASON] = encoded.reasons

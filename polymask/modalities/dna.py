@@ -57,13 +57,13 @@ class Dna(Modality):
         return sequence
 
     def augment(self, text: str, rng: random.Random) -> str:
+        """One of ``variants`` at random: the strands (``reverse_complement``) and reading frames (``frame_shift``)
+        the config allows."""
         if not self.config.augment:
             return text
-        if self.config.reverse_complement and rng.random() < 0.5:
-            text = text.translate(COMPLEMENT)[::-1]
-        if self.config.frame_shift and not self.config.overlapping:
-            text = text[rng.randrange(min(self.config.k, len(text))):]
-        return text
+        allowed = [name for name, on in (("reverse_complement", self.config.reverse_complement),
+                                         ("shift", self.config.frame_shift)) if on]
+        return rng.choice(self.variants(text, allowed))
 
     def augmented(self, invariances: Collection[str] = ()) -> Dna:
         """The reverse complement for a ``reverse_complement``-invariant label, reading-frame shifts (non-overlapping

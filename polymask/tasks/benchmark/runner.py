@@ -22,7 +22,7 @@ import numpy as np
 
 from polymask.checkpoints.finetuned import folder_bytes, is_finetuned
 from polymask.errors import ConfigError, RunBusy, TaskFileMissing
-from polymask.jsonio import make_dir, write_json
+from polymask.jsonio import dumps, make_dir, write_json
 from polymask.locks import acquire
 from polymask.runtime import inner_progress, progress_bar
 from polymask.tasks.benchmark.pretraining_report import pretraining_sections
@@ -64,16 +64,27 @@ def cell_path(out: Path, system: System, spec: TaskSpec, seed: int) -> Path:
     return out / "cells" / slug(system.name) / slug(spec.key) / f"seed-{seed}.json"
 
 
-def data_identity(task: Any) -> str:
-    """sha256 of a task's spec and every split's inputs and labels: a cell is reused only on the same data."""
-    digest = hashlib.sha256(task.spec.model_dump_json().encode())
-    for split in [task.train, task.valid, task.test, *getattr(task, "extra_tests", {}).values()]:
-        if isinstance(split, TaskSplit):
-            digest.update(json.dumps(split.inputs).encode())
-            digest.update(np.ascontiguousarray(split.labels, dtype=np.float64).tobytes())
-        else:  # a span task's examples (dataclasses, whose repr is complete)
-            digest.update(repr(split).encode())
-    return digest.hexdigest()
+#: Task-spec fields that say where the data lies or how it is described, not what it is (the splits are hashed).
+WHERE_NOT_WHAT = {"files", "extra_test_files", "source", "evaluated_on", "in_default_benchmark"}
+
+
+def _split_identity(split: Any) -> dict[str, Any]:
+    digest = hashlib.sha256()
+    if isinstance(split, TaskSplit):
+        digest.update(json.dumps(split.inputs).encode())
+        digest.update(np.ascontiguousarray(split.labels, dtype=np.float64).tobytes())
+    else:  # a span task's examples (dataclasses, whose repr is complete)
+        digest.update(repr(split).encode())
+    return {"examples": len(split), "sha256": digest.hexdigest()[:16]}
+
+
+def data_identity(task: Any) -> dict[str, Any]:
+    """What a task's cells were computed on: its spec (where the files lie left out) and each split's size and
+    content hash; a cell is reused only on the same data."""
+    spec = task.spec.model_dump_json(exclude=WHERE_NOT_WHAT)
+    splits = {"train": task.train, "valid": task.valid, "test": task.test, **getattr(task, "extra_tests", {})}
+    return {"spec": hashlib.sha256(spec.encode()).hexdigest()[:16],
+            **{name: _split_identity(split) for name, split in splits.items()}}
 
 
 def _difference(then: Any, now: Any, where: str = "") -> str:
@@ -85,10 +96,23 @@ def _difference(then: Any, now: Any, where: str = "") -> str:
     return f"{where or 'identity'}: then {then!r}, now {now!r}"
 
 
+def _added_since(kept: dict[str, Any], identity: dict[str, Any]) -> dict[str, Any]:
+    """``kept`` with the fine-tuning fields added to polymask since it was written, at the value they have now if
+    that is the field's default (the value they had, in effect, then)."""
+    then, now = kept.get("system", {}).get("finetune"), identity.get("system", {}).get("finetune")
+    if not isinstance(then, dict) or not isinstance(now, dict):
+        return kept
+    defaults = FinetuneConfig().model_dump(mode="json")
+    added = {key: now[key] for key in now.keys() - then.keys() if key in defaults and now[key] == defaults[key]}
+    return {**kept, "system": {**kept["system"], "finetune": {**then, **added}}}
+
+
 def _reused(path: Path, identity: dict[str, Any]) -> dict[str, Any]:
     """A finished cell, if it was run as this one would be (a cell from before identities were kept is trusted)."""
     cell = json.loads(path.read_text())
     kept = cell.get("identity")
+    if kept is not None:
+        kept = _added_since(kept, identity)
     if kept is not None and kept != identity:
         raise ConfigError(f"{path} was run otherwise ({_difference(kept, identity)}); give another --out, or delete "
                           f"the cell's file to run it again")
@@ -96,11 +120,11 @@ def _reused(path: Path, identity: dict[str, Any]) -> dict[str, Any]:
 
 
 def _cell(system: System, task: Any, seed: int, out: Path, path: Path, wait: bool,
-          data: str) -> dict[str, Any] | None:
+          data: dict[str, Any]) -> dict[str, Any] | None:
     """The cell's result: read when finished (and run the same way: the system's identity for the task and the
     ``data`` identity), else run under the cell's lock (so two benchmark processes on one folder share the cells).
     ``None`` when another process holds the lock and ``wait`` is off."""
-    identity = json.loads(json.dumps({"system": system.identity(task.spec.name), "data": data}, default=str))
+    identity = json.loads(dumps({"system": system.identity(task.spec.name), "data": data}, default=str))
     if path.is_file():
         return _reused(path, identity)
     make_dir(path.parent)
@@ -134,11 +158,11 @@ def with_averaged_rows(cells: list[dict[str, Any]], systems: dict[str, str]) -> 
     """``cells`` plus, for each that fine-tuning also scored with ``test_time_average``, a cell of the row
     '<system> + test-time average': the same model's scores averaged over each example's variants; ``systems``
     (name: description) with those rows after their own."""
-    shared = ("model_dir", "model_bytes")  # the plain row's cell lists its model and counts its time
+    shared = ("model_dir", "model_bytes", "averaged")  # the plain row's cell lists its model, counts its time
     averaged = [{**{key: value for key, value in cell.items() if key not in shared}, "system": cell["system"] + AVERAGED,
                  "valid": cell["averaged"]["valid"], "test": cell["averaged"]["test"], "time_s": 0.0}
                 for cell in cells if "averaged" in cell]
-    rows = {cell["system"]: cell["averaged"] for cell in averaged}
+    rows = {cell["system"] + AVERAGED: cell["averaged"] for cell in cells if "averaged" in cell}
     described: dict[str, str] = {}
     for name, text in systems.items():
         described[name] = text
@@ -161,7 +185,7 @@ def run_cells(systems: list[System], tasks: Sequence[str | TaskSpec], seeds: lis
     todo = [(s, spec, seed) for spec in specs if spec.key not in missing for s in systems for seed in seeds]
     bar = progress_bar(total=len(todo), disable=not progress, unit="cell", desc="benchmark")
     done: dict[int, dict[str, Any]] = {}
-    identities: dict[int, str] = {}  # the data identity of each loaded task
+    identities: dict[int, dict[str, Any]] = {}  # the data identity of each loaded task, hashed once
     busy = []
     for index, (system, spec, seed) in enumerate(todo):
         task = loaded[(spec.key, system.modality.config.model_dump_json())]
@@ -169,7 +193,8 @@ def run_cells(systems: list[System], tasks: Sequence[str | TaskSpec], seeds: lis
                              "files": task.files, "skipped": len(task.skipped), "skipped_examples": task.skipped[:5],
                              "duplicates_removed": task.duplicates_removed, "tasks": len(task.label_names)}
         bar.set_postfix_str(f"{spec.key} | {system.name} | seed {seed}")
-        identities.setdefault(id(task), data_identity(task))
+        if id(task) not in identities:
+            identities[id(task)] = data_identity(task)
         cell = _cell(system, task, seed, out, cell_path(out, system, spec, seed), False, identities[id(task)])
         if cell is None:
             busy.append((index, task))

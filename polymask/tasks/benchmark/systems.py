@@ -174,7 +174,7 @@ def hf_untrained_system(folder: HFFolder, config: FinetuneConfig, modality: Moda
                   f"architecture of {folder.folder} (Hugging Face {folder.model_type}), random initialisation", modality,
                   _finetuned(folder.untrained_encoder, folder.tokenizer, RawInputs(modality), config, folder.folder,
                              _keeps_none),
-                  identity=finetune_identity({"random": folder.model.config.to_dict()}, config))
+                  identity=finetune_identity({"random": folder.architecture()}, config))
 
 
 def _tasks_modality(specs: list[TaskSpec]) -> Modality:

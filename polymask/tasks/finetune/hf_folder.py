@@ -17,7 +17,7 @@ import copy
 import random
 from dataclasses import dataclass
 from pathlib import Path
-from typing import TYPE_CHECKING, Collection, NamedTuple, Sequence
+from typing import TYPE_CHECKING, Any, Collection, NamedTuple, Sequence
 
 import torch
 from torch import Tensor, nn
@@ -149,6 +149,11 @@ class HFFolder:
     @property
     def name(self) -> str:
         return self.folder.resolve().name
+
+    def architecture(self) -> dict[str, Any]:
+        """The model's config.json settings, without where it was read from or which transformers wrote it."""
+        return {key: value for key, value in self.model.config.to_dict().items()
+                if key not in ("_name_or_path", "transformers_version")}
 
     def file_sizes(self) -> dict[str, int]:
         """Bytes of each file in the folder: what a benchmark cell of it records as its weights' identity."""

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from typing import Any, Literal
 
-from pydantic import Field
+from pydantic import Field, field_validator
 
 from polymask.schema import StrictModel, validated
 from polymask.tracking import Backend
@@ -67,6 +67,13 @@ class FinetuneConfig(StrictModel):
         default_factory=list, description="experiment trackers that get each fine-tuning cell's per-epoch train loss "
                                           "and validation metrics (tensorboard, wandb), one run per system/task/seed "
                                           "in the benchmark's folder; each an extra: pip install 'polymask[wandb]'")
+
+    @field_validator("extra_features")
+    @classmethod
+    def _each_set_once(cls, names: list[str]) -> list[str]:
+        if len(set(names)) != len(names):
+            raise ValueError(f"a feature set is named twice: {names}")
+        return names
 
     def for_task(self, name: str) -> "FinetuneConfig":
         """These settings with ``task_lr``'s learning rate for task ``name`` (validated), else unchanged."""

@@ -15,6 +15,7 @@ from torch import Tensor
 
 from polymask.checkpoints.finetuned import SaveTarget, save_finetuned
 from polymask.data.batching import BatchSampler, collate
+from polymask.errors import ConfigError
 from polymask.modalities.base import Modality
 from polymask.model.encoder import Encoder
 from polymask.model.heads import SpanPredictor
@@ -76,6 +77,9 @@ def finetune_span(task: SquadTask, encoder: Encoder, tokenizer: Tokenizer, modal
                   reporter: Reporter | None = None) -> dict[str, Any]:
     """Fine-tune ``encoder`` with a span head on ``task``; SQuAD metrics of the best validation epoch (and,
     with ``save_to``, the model of that epoch saved there); ``reporter`` gets each epoch's loss and metrics."""
+    if config.extra_features:
+        raise ConfigError(f"extra_features {config.extra_features} join a pooled sequence vector; {task.spec.key} "
+                          f"predicts spans per token")
     started = time.perf_counter()
     torch.manual_seed(seed)
     device = resolve_device(config.device)

@@ -29,7 +29,7 @@ from polymask.model.heads import SequencePredictor
 from polymask.runtime import autocast, precision_used, resolve_device
 from polymask.tasks.data.loading import TaskData, TaskSplit, subset
 from polymask.tasks.data.task_kind import TaskKind
-from polymask.tasks.finetune.features import MoleculeFeatures
+from polymask.tasks.finetune.features import MoleculeFeatures, feature_rows, molecules
 from polymask.tasks.finetune.loop import fit
 from polymask.tasks.finetune.options import FinetuneConfig
 from polymask.tasks.finetune.saved_meta import finetuned_meta
@@ -77,7 +77,7 @@ def augmented_epochs(split: TaskSplit, modality: Modality, tokenizer: Tokenizer,
 def _predict(model: SequencePredictor, head: TaskKind, data: EncodedSplit, batch_size: int, pad: int,
              device: torch.device, precision: str) -> np.ndarray:
     def forward(batch: Batch, indices: np.ndarray) -> np.ndarray:
-        return head.predict(model(batch.input_ids, batch.attention_mask, rows_of(data.features, indices, device)))
+        return head.predict(model(batch.input_ids, batch.attention_mask, feature_rows(data.features, indices, device)))
 
     model.eval()
     predictions = run_batched(data.sequences, forward, model.head.out_features, batch_size, pad, device, precision)
@@ -85,16 +85,11 @@ def _predict(model: SequencePredictor, head: TaskKind, data: EncodedSplit, batch
     return predictions
 
 
-def rows_of(features: np.ndarray | None, indices: np.ndarray, device: torch.device) -> Tensor | None:
-    """The extra features of the examples at ``indices`` as a tensor on ``device`` (None without features)."""
-    return None if features is None else torch.as_tensor(features[indices]).to(device)
-
-
 def with_features(split: EncodedSplit, inputs: list[tuple[str, ...]], features: MoleculeFeatures | None) -> EncodedSplit:
     """``split`` with the extra features of its ``inputs`` (the first input of each example: its molecule)."""
     if features is None:
         return split
-    return replace(split, features=features.transform([parts[0] for parts in inputs]))
+    return replace(split, features=features.transform(molecules(inputs)))
 
 
 def extra_features(config: FinetuneConfig, modality: Modality, train: TaskSplit) -> MoleculeFeatures | None:
@@ -104,7 +99,7 @@ def extra_features(config: FinetuneConfig, modality: Modality, train: TaskSplit)
     if modality.config.name != "smiles":
         raise ConfigError(f"extra_features {config.extra_features} are molecular (computed from SMILES); this task's "
                           f"modality is {modality.config.name}")
-    return MoleculeFeatures.fit(config.extra_features, [parts[0] for parts in train.inputs])
+    return MoleculeFeatures.fit(config.extra_features, molecules(train.inputs))
 
 
 def finetune(task: TaskData, encoder: Encoder, tokenizer: Tokenizer, modality: Modality, config: FinetuneConfig,
@@ -144,7 +139,7 @@ def finetune(task: TaskData, encoder: Encoder, tokenizer: Tokenizer, modality: M
     def loss_of(indices: np.ndarray) -> Tensor:
         batch = collate([drawn.sequences[i] for i in indices], pad).to(device)
         with autocast(device, config.precision):
-            logits = model(batch.input_ids, batch.attention_mask, rows_of(train.features, indices, device))
+            logits = model(batch.input_ids, batch.attention_mask, feature_rows(train.features, indices, device))
         return head.loss(logits, labels[indices].to(device))
 
     def evaluate(split: EncodedSplit) -> dict[str, float]:
@@ -160,15 +155,15 @@ def finetune(task: TaskData, encoder: Encoder, tokenizer: Tokenizer, modality: M
 
     fitted = fit(model, config, epoch_batches, loss_of, lambda: evaluate(valid), spec.metric, reporter)
     test_metrics = evaluate(test)
-    extra: dict[str, Any] = {}
+    averaged_scores: dict[str, Any] = {}
     if config.test_time_average and spec.invariant_to:  # the best epoch's model, chosen on single predictions
         (valid_averaged, per_record), (test_averaged, _) = averaged(valid_split), averaged(test_split)
-        extra["averaged"] = {"valid": valid_averaged, "test": test_averaged, "variants_per_example": per_record,
-                             "over": list(spec.invariant_to)}
+        averaged_scores["averaged"] = {"valid": valid_averaged, "test": test_averaged,
+                                       "variants_per_example": per_record, "over": list(spec.invariant_to)}
     for name, split in task.extra_tests.items():
         capped = subset(split, config.max_test_examples, fixed)
-        extra = with_features(encode_split(capped, modality, tokenizer, config.max_len), capped.inputs, features)
-        test_metrics.update({f"{name}_{metric}": value for metric, value in evaluate(extra).items()})
+        encoded = with_features(encode_split(capped, modality, tokenizer, config.max_len), capped.inputs, features)
+        test_metrics.update({f"{name}_{metric}": value for metric, value in evaluate(encoded).items()})
     if save_to is not None:
         save_finetuned(save_to.folder, model, tokenizer, finetuned_meta(
             spec, task.label_names, task.n_outputs, modality, encoder, config.model_dump(mode="json"), seed,
@@ -181,5 +176,5 @@ def finetune(task: TaskData, encoder: Encoder, tokenizer: Tokenizer, modality: M
         "truncated": train.truncated + valid.truncated + test.truncated,
         "skipped": len(task.skipped), "duplicates_removed": task.duplicates_removed,
         "split": spec.split.method, "precision": precision_used(device, config.precision),
-        "time_s": round(time.perf_counter() - started, 2), **extra,
+        "time_s": round(time.perf_counter() - started, 2), **averaged_scores,
     }
