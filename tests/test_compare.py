@@ -76,3 +76,14 @@ def test_a_saved_exlm_run_config_is_a_base_for_every_objective(tmp_path):
                                                                                  "exlm": True}
     assert all(config.objective.mask_ratio == 0.3 for config in configs.values())
     assert configs["exlm"].objective.k == 4
+
+
+@pytest.mark.parametrize("setting", [{"extra_features": ["morgan"]}, {"test_time_average": True}])
+def test_compare_refuses_settings_that_add_rows_before_pretraining(tmp_path, setting):
+    from polymask.compare.run import run_compare
+    from polymask.tasks.finetune.options import FinetuneConfig
+
+    with pytest.raises(ConfigError, match="compare ranks objectives by their encoders alone"):
+        run_compare("smiles", ["mlm", "maelm"], parse_budget("10steps"), tmp_path / "out", {}, [0], 1, None,
+                    FinetuneConfig(**setting))
+    assert not (tmp_path / "out").exists()

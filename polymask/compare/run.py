@@ -81,6 +81,9 @@ def run_compare(modality: str, objectives: list[str], budget: Budget, out: Path,
                 data_dir: Path | None = None) -> Path:
     """Run everything; returns the path of ``report.md``."""
     check_objectives(objectives)
+    if finetune.extra_features or finetune.test_time_average:  # each would add rows the verdicts do not read
+        raise ConfigError("compare ranks objectives by their encoders alone: leave out extra_features and "
+                          "test_time_average (polymask benchmark reports them as rows of their own)")
     started = time.perf_counter()
     make_dir(out)
     base = {**base, "modality": base.get("modality") or {"name": modality}}
