@@ -212,7 +212,8 @@ def run_cells(systems: list[System], tasks: Sequence[str | TaskSpec], seeds: lis
     return {"cells": cells, "missing": missing, "tasks": details,
             "wall_time_s": round(time.perf_counter() - started, 1),
             "systems": descriptions, "seeds": seeds,
-            "pretraining_tokens": {s.name: s.pretraining_tokens for s in systems if s.pretraining_tokens is not None},
+            "pretraining_tokens": {name: tokens for s in systems if (tokens := s.pretraining_tokens) is not None
+                                   for name in (s.name, s.name + AVERAGED) if name in descriptions},
             "task_order": [spec.key for spec in specs]}
 
 
