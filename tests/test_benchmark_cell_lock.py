@@ -107,7 +107,7 @@ def test_a_cell_written_before_a_setting_existed_is_reused_while_the_setting_kee
 
 
 def test_the_data_identity_is_the_content_not_where_the_file_lies(tmp_path: Path, monkeypatch) -> None:
-    from polymask.tasks.benchmark.runner import data_identity
+    from polymask.tasks.benchmark.identity import data_identity
     from polymask.tasks.data.loading import load_task
     from polymask.tasks.data.own_table import own_task_spec
 

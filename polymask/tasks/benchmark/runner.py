@@ -11,7 +11,6 @@ CSV and JSON (mean ± std over seeds), plus a PNG with one panel per task.
 """
 from __future__ import annotations
 
-import hashlib
 import json
 import re
 import time
@@ -21,14 +20,14 @@ from typing import Any, Sequence
 import numpy as np
 
 from polymask.checkpoints.finetuned import folder_bytes, is_finetuned
-from polymask.errors import ConfigError, RunBusy, TaskFileMissing
+from polymask.errors import RunBusy, TaskFileMissing
 from polymask.jsonio import dumps, make_dir, write_json
 from polymask.locks import acquire
 from polymask.runtime import inner_progress, progress_bar
+from polymask.tasks.benchmark.identity import data_identity, reused_cell
 from polymask.tasks.benchmark.pretraining_report import pretraining_sections
 from polymask.tasks.benchmark.report import write_report
 from polymask.tasks.benchmark.systems import System
-from polymask.tasks.data.loading import TaskSplit
 from polymask.tasks.data.spec import TaskSpec, as_task_spec
 from polymask.tasks.finetune.options import FinetuneConfig
 from polymask.tasks.metrics.scoring import METRICS
@@ -64,61 +63,6 @@ def cell_path(out: Path, system: System, spec: TaskSpec, seed: int) -> Path:
     return out / "cells" / slug(system.name) / slug(spec.key) / f"seed-{seed}.json"
 
 
-#: Task-spec fields that say where the data lies or how it is described, not what it is (the splits are hashed).
-WHERE_NOT_WHAT = {"files", "extra_test_files", "source", "evaluated_on", "in_default_benchmark"}
-
-
-def _split_identity(split: Any) -> dict[str, Any]:
-    digest = hashlib.sha256()
-    if isinstance(split, TaskSplit):
-        digest.update(json.dumps(split.inputs).encode())
-        digest.update(np.ascontiguousarray(split.labels, dtype=np.float64).tobytes())
-    else:  # a span task's examples (dataclasses, whose repr is complete)
-        digest.update(repr(split).encode())
-    return {"examples": len(split), "sha256": digest.hexdigest()[:16]}
-
-
-def data_identity(task: Any) -> dict[str, Any]:
-    """What a task's cells were computed on: its spec (where the files lie left out) and each split's size and
-    content hash; a cell is reused only on the same data."""
-    spec = task.spec.model_dump_json(exclude=WHERE_NOT_WHAT)
-    splits = {"train": task.train, "valid": task.valid, "test": task.test, **getattr(task, "extra_tests", {})}
-    return {"spec": hashlib.sha256(spec.encode()).hexdigest()[:16],
-            **{name: _split_identity(split) for name, split in splits.items()}}
-
-
-def _difference(then: Any, now: Any, where: str = "") -> str:
-    """The first setting that differs between two identities, as 'name: then X, now Y'."""
-    if isinstance(then, dict) and isinstance(now, dict):
-        for key in sorted(set(then) | set(now)):
-            if then.get(key) != now.get(key):
-                return _difference(then.get(key), now.get(key), f"{where}.{key}" if where else key)
-    return f"{where or 'identity'}: then {then!r}, now {now!r}"
-
-
-def _added_since(kept: dict[str, Any], identity: dict[str, Any]) -> dict[str, Any]:
-    """``kept`` with the fine-tuning fields added to polymask since it was written, at the value they have now if
-    that is the field's default (the value they had, in effect, then)."""
-    then, now = kept.get("system", {}).get("finetune"), identity.get("system", {}).get("finetune")
-    if not isinstance(then, dict) or not isinstance(now, dict):
-        return kept
-    defaults = FinetuneConfig().model_dump(mode="json")
-    added = {key: now[key] for key in now.keys() - then.keys() if key in defaults and now[key] == defaults[key]}
-    return {**kept, "system": {**kept["system"], "finetune": {**then, **added}}}
-
-
-def _reused(path: Path, identity: dict[str, Any]) -> dict[str, Any]:
-    """A finished cell, if it was run as this one would be (a cell from before identities were kept is trusted)."""
-    cell = json.loads(path.read_text())
-    kept = cell.get("identity")
-    if kept is not None:
-        kept = _added_since(kept, identity)
-    if kept is not None and kept != identity:
-        raise ConfigError(f"{path} was run otherwise ({_difference(kept, identity)}); give another --out, or delete "
-                          f"the cell's file to run it again")
-    return cell
-
-
 def _cell(system: System, task: Any, seed: int, out: Path, path: Path, wait: bool,
           data: dict[str, Any]) -> dict[str, Any] | None:
     """The cell's result: read when finished (and run the same way: the system's identity for the task and the
@@ -126,7 +70,7 @@ def _cell(system: System, task: Any, seed: int, out: Path, path: Path, wait: boo
     ``None`` when another process holds the lock and ``wait`` is off."""
     identity = json.loads(dumps({"system": system.identity(task.spec.name), "data": data}, default=str))
     if path.is_file():
-        return _reused(path, identity)
+        return reused_cell(path, identity)
     make_dir(path.parent)
     lock_path = path.with_suffix(".lock")
     try:
@@ -136,7 +80,7 @@ def _cell(system: System, task: Any, seed: int, out: Path, path: Path, wait: boo
     with lock:
         try:
             if path.is_file():  # finished by the process that held the lock
-                return _reused(path, identity)
+                return reused_cell(path, identity)
             model_dir = path.with_suffix("")
             tracked = TrackedRun(out, f"{system.name}/{task.spec.key}/seed-{seed}",
                                  model_dir.relative_to(out / "cells"))  # events: tensorboard/<system>/<task>/seed-N

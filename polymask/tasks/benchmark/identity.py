@@ -1,0 +1,69 @@
+"""What a benchmark cell was computed from (its identity): the row's identity for the task (the encoder's weights,
+the fine-tuning settings; ``System.identity``) and the task's data (the spec and each split's content). A finished
+cell is reused only when it would be computed the same way; otherwise one error names what changed."""
+from __future__ import annotations
+
+import hashlib
+import json
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+
+from polymask.errors import ConfigError
+from polymask.tasks.data.loading import TaskSplit
+from polymask.tasks.finetune.options import FinetuneConfig
+
+#: Task-spec fields that say where the data lies or how it is described, not what it is (the splits are hashed).
+WHERE_NOT_WHAT = {"files", "extra_test_files", "source", "evaluated_on", "in_default_benchmark"}
+
+
+def _split_identity(split: Any) -> dict[str, Any]:
+    digest = hashlib.sha256()
+    if isinstance(split, TaskSplit):
+        digest.update(json.dumps(split.inputs).encode())
+        digest.update(np.ascontiguousarray(split.labels, dtype=np.float64).tobytes())
+    else:  # a span task's examples (dataclasses, whose repr is complete)
+        digest.update(repr(split).encode())
+    return {"examples": len(split), "sha256": digest.hexdigest()[:16]}
+
+
+def data_identity(task: Any) -> dict[str, Any]:
+    """What a task's cells were computed on: its spec (where the files lie left out) and each split's size and
+    content hash; a cell is reused only on the same data."""
+    spec = task.spec.model_dump_json(exclude=WHERE_NOT_WHAT)
+    splits = {"train": task.train, "valid": task.valid, "test": task.test, **getattr(task, "extra_tests", {})}
+    return {"spec": hashlib.sha256(spec.encode()).hexdigest()[:16],
+            **{name: _split_identity(split) for name, split in splits.items()}}
+
+
+def _difference(then: Any, now: Any, where: str = "") -> str:
+    """The first setting that differs between two identities, as 'name: then X, now Y'."""
+    if isinstance(then, dict) and isinstance(now, dict):
+        for key in sorted(set(then) | set(now)):
+            if then.get(key) != now.get(key):
+                return _difference(then.get(key), now.get(key), f"{where}.{key}" if where else key)
+    return f"{where or 'identity'}: then {then!r}, now {now!r}"
+
+
+def _added_since(kept: dict[str, Any], identity: dict[str, Any]) -> dict[str, Any]:
+    """``kept`` with the fine-tuning fields added to polymask since it was written, at the value they have now if
+    that is the field's default (the value they had, in effect, then)."""
+    then, now = kept.get("system", {}).get("finetune"), identity.get("system", {}).get("finetune")
+    if not isinstance(then, dict) or not isinstance(now, dict):
+        return kept
+    defaults = FinetuneConfig().model_dump(mode="json")
+    added = {key: now[key] for key in now.keys() - then.keys() if key in defaults and now[key] == defaults[key]}
+    return {**kept, "system": {**kept["system"], "finetune": {**then, **added}}}
+
+
+def reused_cell(path: Path, identity: dict[str, Any]) -> dict[str, Any]:
+    """A finished cell, if it was run as this one would be (a cell from before identities were kept is trusted)."""
+    cell = json.loads(path.read_text())
+    kept = cell.get("identity")
+    if kept is not None:
+        kept = _added_since(kept, identity)
+    if kept is not None and kept != identity:
+        raise ConfigError(f"{path} was run otherwise ({_difference(kept, identity)}); give another --out, or delete "
+                          f"the cell's file to run it again")
+    return cell
