@@ -23,13 +23,26 @@ def test_the_recipe_fills_what_the_command_line_leaves_out_and_yields_to_it():
     assert config(benchmark="moleculenet").lr == FinetuneConfig().lr  # no recipe: the defaults
 
 
-def test_a_recipe_learning_rate_per_task_reaches_that_task_and_yields_to_an_explicit_lr():
+def test_a_recipe_setting_per_task_reaches_that_task_and_yields_to_an_explicit_one():
     recipe = benchmark_recipe("glue")
     chosen = config(benchmark="glue")
-    assert chosen.for_task("sst2").lr == recipe["task_lr"]["sst2"] != recipe["lr"]
+    assert chosen.for_task("sst2").lr == recipe["task_settings"]["sst2"]["lr"] != recipe["lr"]
     assert chosen.for_task("cola").lr == recipe["lr"] and chosen.for_task("cola") is chosen
     assert config("--lr", "5e-5", benchmark="glue").for_task("sst2").lr == 5e-5
-    assert config("--set", "task_lr.cola=2e-5", benchmark="glue").for_task("cola").lr == 2e-5
+    assert config("--set", "task_settings.cola.lr=2e-5", benchmark="glue").for_task("cola").lr == 2e-5
+    longer = config("--set", "task_settings.mouse_0.epochs=40", "--set", "task_settings.mouse_0.patience=8")
+    assert (longer.for_task("mouse_0").epochs, longer.for_task("mouse_0").patience) == (40, 8)
+    assert config("--epochs", "2", "--set", "task_settings.mouse_0.patience=8").for_task("mouse_0").epochs == 2
+
+
+@pytest.mark.parametrize("settings, message", [
+    ({"sst2": {"lr": -1}}, r"task_settings\.sst2\.lr: Input should be greater than 0"),
+    ({"sst2": {"epoch": 3}}, r"task_settings\.sst2\.epoch: Extra inputs are not permitted"),
+    ({"sst2": {"task_settings": {}}}, r"task_settings\.sst2: task_settings cannot nest"),
+])
+def test_a_wrong_setting_for_one_task_is_named_before_any_cell_runs(settings, message):
+    with pytest.raises(ConfigError, match=message):
+        recipe_settings(None, {"task_settings": settings})
 
 
 def test_each_benchmark_cell_fine_tunes_at_its_task_s_learning_rate(tmp_path):
@@ -57,6 +70,6 @@ def test_an_unknown_setting_in_a_recipe_names_the_file(tmp_path, monkeypatch):
 
 
 def test_a_given_rate_for_one_task_keeps_the_recipe_s_other_task_rates():
-    recipe = benchmark_recipe("glue").get("task_lr", {})
-    merged = recipe_settings("glue", {"task_lr": {"rte": 3e-4}}).task_lr
-    assert merged == {**recipe, "rte": 3e-4}
+    recipe = benchmark_recipe("glue").get("task_settings", {})
+    merged = recipe_settings("glue", {"task_settings": {"rte": {"lr": 3e-4}}}).task_settings
+    assert merged == {**recipe, "rte": {"lr": 3e-4}}

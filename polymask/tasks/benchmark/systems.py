@@ -58,12 +58,12 @@ class System:
 
 
 #: Settings that change where a cell's outputs go or how it is watched, not its scores.
-NOT_IN_IDENTITY = ("save_model", "report_to", "device", "task_lr")
+NOT_IN_IDENTITY = ("save_model", "report_to", "device", "task_settings")
 
 
 def finetune_identity(weights: dict[str, Any], config: FinetuneConfig) -> Callable[[str], dict[str, Any]]:
     """A fine-tuned row's identity: ``weights`` (what the encoder starts from) and the settings of each task
-    (``task_lr`` resolved into ``lr``)."""
+    (``task_settings`` resolved for that task)."""
     def of_task(task_name: str) -> dict[str, Any]:
         settings = config.for_task(task_name).model_dump(mode="json", exclude=set(NOT_IN_IDENTITY))
         return {"weights": weights, "finetune": settings}

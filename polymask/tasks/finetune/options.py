@@ -4,8 +4,9 @@ from __future__ import annotations
 
 from typing import Any, Literal
 
-from pydantic import Field, field_validator
+from pydantic import Field, ValidationError, field_validator, model_validator
 
+from polymask.config import merge
 from polymask.schema import StrictModel, validated
 from polymask.tracking import Backend
 
@@ -22,9 +23,10 @@ class FinetuneConfig(StrictModel):
     """Fine-tuning hyper-parameters (the same for every checkpoint in a benchmark)."""
 
     lr: float = Field(2e-4, gt=0, description="peak learning rate")
-    task_lr: dict[str, float] = Field(
-        default_factory=dict, description="peak learning rate per task name, over lr (a benchmark recipe's choice on "
-                                          "validation, e.g. {sst2: 1.0e-4}); an explicit --lr clears it")
+    task_settings: dict[str, dict[str, Any]] = Field(
+        default_factory=dict, description="settings per task name over the others (a benchmark recipe's choice on "
+                                          "validation, e.g. {sst2: {lr: 1.0e-4}, mouse_0: {epochs: 40, patience: 8}}); "
+                                          "a setting given on the command line holds for every task")
     epochs: int = Field(20, ge=1, description="maximum epochs")
     patience: int = Field(5, ge=1, description="stop after this many epochs without validation improvement")
     batch_size: int = Field(32, ge=1, description="examples per batch")
@@ -75,11 +77,23 @@ class FinetuneConfig(StrictModel):
             raise ValueError(f"a feature set is named twice: {names}")
         return names
 
+    @model_validator(mode="after")
+    def _each_task_s_settings_valid(self) -> "FinetuneConfig":
+        for name, settings in self.task_settings.items():
+            if "task_settings" in settings:
+                raise ValueError(f"task_settings.{name}: task_settings cannot nest")
+            try:
+                self.for_task(name)
+            except ValidationError as error:
+                first = error.errors()[0]
+                raise ValueError(f"task_settings.{name}.{'.'.join(map(str, first['loc']))}: {first['msg']}") from None
+        return self
+
     def for_task(self, name: str) -> "FinetuneConfig":
-        """These settings with ``task_lr``'s learning rate for task ``name`` (validated), else unchanged."""
-        if name not in self.task_lr:
+        """The settings task ``name`` runs with: ``task_settings[name]`` over the others (validated), else these."""
+        if name not in self.task_settings:
             return self
-        return FinetuneConfig.model_validate({**self.model_dump(), "lr": self.task_lr[name]})
+        return FinetuneConfig.model_validate(merge({**self.model_dump(), "task_settings": {}}, self.task_settings[name]))
 
 
 def finetune_settings(raw: dict[str, Any]) -> FinetuneConfig:

@@ -27,8 +27,9 @@ def benchmark_recipe(benchmark: str) -> dict[str, Any]:
 
 def recipe_settings(benchmark: str | None, given: dict[str, Any]) -> FinetuneConfig:
     """The fine-tuning settings of a run: ``given`` fields over ``benchmark``'s recipe over the defaults. A given
-    ``lr`` holds for every task (it clears the recipe's per-task rates)."""
+    field holds for every task (it clears the recipe's per-task values of that field)."""
     raw = benchmark_recipe(benchmark) if benchmark else {}
-    if given.get("lr") is not None:
-        raw.pop("task_lr", None)
-    return finetune_settings(merge(raw, given))  # nested fields (task_lr, span) merge key by key
+    for per_task in raw.get("task_settings", {}).values():
+        for field in given:
+            per_task.pop(field, None)
+    return finetune_settings(merge(raw, given))  # nested fields (task_settings, span) merge key by key
