@@ -1,10 +1,10 @@
 """Choose MoleculeNet's fine-tuning recipe on the validation splits (issue 39, item 3).
 
 A coordinate search from the settings every MoleculeNet table so far used (lr 2e-4, 10 epochs, patience 3,
-mean pooling, dropout 0.1, full fine-tuning): one axis at a time, each of its values is run as a benchmark row
-(the given checkpoint, every task, every seed; no reference rows) and adopted when it raises the validation
-score of the best settings so far. The score is the mean over tasks of the relative change of each task's
-validation metric against that best row (ROC-AUC up, RMSE down), so that eight tasks on two scales weigh
+mean pooling, dropout 0.1, full fine-tuning, a linear head): one axis at a time, each of its values is run as a
+benchmark row (the given checkpoint, every task, every seed; no reference rows) and adopted when it raises the
+validation score of the best settings so far. The score is the mean over tasks of the relative change of each
+task's validation metric against that best row (ROC-AUC up, RMSE down), so that eight tasks on two scales weigh
 alike. Test scores are never read. Each row is its own benchmark folder under ``--out``, so the search resumes
 cell by cell; it writes ``search.md`` / ``search.json`` and the chosen ``recipe.yaml`` there.
 
@@ -25,7 +25,7 @@ from polymask.tasks.api import run_benchmark_verb
 
 TASKS = ["esol", "freesolv", "lipophilicity", "bbbp", "bace", "clintox", "tox21", "sider"]
 START: dict[str, Any] = {"lr": 2e-4, "epochs": 10, "patience": 3, "pooling": "mean", "dropout": 0.1,
-                         "freeze_encoder": False}
+                         "freeze_encoder": False, "head": "linear"}
 #: axis -> the settings each of its values changes (the first of each is START's)
 AXES: dict[str, list[dict[str, Any]]] = {
     "lr": [{"lr": 2e-4}, {"lr": 5e-5}, {"lr": 1e-3}],
@@ -33,6 +33,7 @@ AXES: dict[str, list[dict[str, Any]]] = {
     "pooling": [{"pooling": "mean"}, {"pooling": "cls"}],
     "dropout": [{"dropout": 0.1}, {"dropout": 0.3}],
     "frozen": [{"freeze_encoder": False}, {"freeze_encoder": True}],
+    "head": [{"head": "linear"}, {"head": "mlp"}],
 }
 LOWER_IS_BETTER = {"rmse", "mae"}
 

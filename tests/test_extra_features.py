@@ -86,4 +86,4 @@ def test_molecular_features_on_a_span_task_are_one_line(tiny_text_checkpoint, tm
     code = main(["finetune", "--task", "squad/v1", "--checkpoint", str(tiny_text_checkpoint), "--epochs", "1",
                  "--max-train-examples", "8", "--max-valid-examples", "8", "--max-test-examples", "8",
                  "--set", "extra_features=[morgan]", "--out", str(tmp_path / "squad"), "--quiet"])
-    one_line_error(capsys, code, "join a pooled sequence vector", "squad/v1")
+    one_line_error(capsys, code, "a pooled sequence vector", "squad/v1")

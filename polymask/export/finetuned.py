@@ -28,9 +28,11 @@ def export_finetuned(path: Path, out: Path, overwrite: bool = False) -> ExportRe
         exported = [name for name in TASK_KINDS if TASK_KINDS.get(name).card_phrase is not None]
         raise PolymaskError(f"{path}: a {kind.name} model, which has no exported head; polymask export writes "
                             f"pretrained encoders and sequence-level models ({', '.join(exported)})")
-    if model.features is not None or model.averaged_over:
+    mlp_head = meta["finetune"].get("head", "linear") == "mlp"
+    if model.features is not None or model.averaged_over or mlp_head:
         extras = [f"a head that also reads {'+'.join(model.features.names)} features"] if model.features else []
         extras += [f"predictions averaged over {', '.join(model.averaged_over)}"] if model.averaged_over else []
+        extras += ["an mlp head (a hidden layer before the output layer)"] if mlp_head else []
         raise PolymaskError(f"{path}: {' and '.join(extras)}, which a transformers sequence-classification model "
                             f"cannot reproduce; use polymask predict or polymask.load_model for this model")
     normalisation = meta.get("normalisation") or {}

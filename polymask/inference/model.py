@@ -166,7 +166,9 @@ class FinetunedModel(AppliedEncoder):
         self.kind = kind_of(self.task["kind"])
         #: the molecular features its head also reads (``extra_features`` at fine-tuning), else None
         self.features = MoleculeFeatures.from_json(meta["extra_features"]) if meta.get("extra_features") else None
-        network_options = {"n_features": self.features.width} if self.features else {}
+        head = meta["finetune"].get("head", "linear")
+        network_options = {**({"n_features": self.features.width} if self.features else {}),
+                           **({"head": head} if head != "linear" else {})}
         self.network: torch.nn.Module = self.kind.network(encoder, self.task["n_outputs"], meta["pooling"], 0.0,
                                                           **network_options)
         self.head = self.kind.restore(meta["normalisation"])  # the kind's prediction rule, as saved

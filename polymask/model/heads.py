@@ -10,6 +10,7 @@ from torch import Tensor, nn
 from polymask.model.encoder import Encoder
 
 Pooling = Literal["cls", "mean"]
+HeadKind = Literal["linear", "mlp"]
 
 
 def pool(hidden: Tensor, attention_mask: Tensor | None, pooling: Pooling) -> Tensor:
@@ -23,19 +24,24 @@ def pool(hidden: Tensor, attention_mask: Tensor | None, pooling: Pooling) -> Ten
 
 
 class SequencePredictor(nn.Module):
-    """Encoder -> pooling -> dropout -> linear layer with one output per task (or class); with ``n_features``,
-    that many per-sequence features (``forward``'s ``features``) join the pooled vector before the layer."""
+    """Encoder -> pooling -> dropout -> head with one output per task (or class): a linear layer, or with ``head``
+    "mlp" a hidden layer of the encoder's width, GELU and dropout before it. With ``n_features``, that many
+    per-sequence features (``forward``'s ``features``) join the pooled vector before the head."""
 
     def __init__(self, encoder: Encoder, n_outputs: int, pooling: Pooling = "mean", dropout: float = 0.1,
-                 n_features: int = 0) -> None:
+                 n_features: int = 0, head: HeadKind = "linear") -> None:
         super().__init__()
         self.encoder = encoder
         self.pooling = pooling
         self.n_features = n_features
+        self.n_outputs = n_outputs
         self.dropout = nn.Dropout(dropout)
-        self.head = nn.Linear(encoder.config.d_model + n_features, n_outputs)
-        nn.init.normal_(self.head.weight, std=0.02)
-        nn.init.zeros_(self.head.bias)
+        width, hidden = encoder.config.d_model + n_features, encoder.config.d_model
+        output = nn.Linear(hidden if head == "mlp" else width, n_outputs)
+        nn.init.normal_(output.weight, std=0.02)
+        nn.init.zeros_(output.bias)
+        self.head: nn.Module = (nn.Sequential(nn.Linear(width, hidden), nn.GELU(), nn.Dropout(dropout), output)
+                                if head == "mlp" else output)
 
     def forward(self, input_ids: Tensor, attention_mask: Tensor | None, features: Tensor | None = None) -> Tensor:
         pooled = pool(self.encoder(input_ids, attention_mask=attention_mask), attention_mask, self.pooling)

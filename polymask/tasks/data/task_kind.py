@@ -81,7 +81,8 @@ class TaskKind:
     @classmethod
     def network(cls, encoder: "Encoder", n_outputs: int, pooling: str, dropout: float) -> "nn.Module":
         """The predictor on ``encoder`` whose weights a saved model holds (``encoder.*`` and ``head.*``). Table kinds
-        also take ``n_features``: per-sequence features that join the pooled vector (``extra_features``)."""
+        also take ``n_features``: per-sequence features that join the pooled vector (``extra_features``), and
+        ``head``: "linear" or "mlp" (``FinetuneConfig.head``)."""
         raise NotImplementedError(f"task kind '{cls.name}' does not say what its network is")
 
     def __init__(self, train_labels: np.ndarray) -> None:

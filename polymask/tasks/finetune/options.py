@@ -46,7 +46,10 @@ class FinetuneConfig(StrictModel):
                                           "as chemprop's extra features (SMILES tasks): morgan (ECFP4, 2048 bits), "
                                           "rdkit2d (RDKit's 2D descriptors, standardised on the training split); the "
                                           "row is named '<system> + <sets>'")
-    dropout: float = Field(0.1, ge=0, lt=1, description="dropout before the head")
+    head: Literal["linear", "mlp"] = Field(
+        "linear", description="the layers on the pooled vector: linear (one layer), or mlp (a hidden layer as wide as "
+                              "the encoder, GELU and dropout, then the output layer; chemprop's feed-forward head)")
+    dropout: float = Field(0.1, ge=0, lt=1, description="dropout before the head (and inside an mlp head)")
     weight_decay: float = Field(0.01, ge=0, description="AdamW weight decay")
     warmup_fraction: float = Field(0.06, ge=0, lt=1, description="fraction of steps with linear warm-up")
     max_len: int = Field(256, ge=8, description="tokens per example; longer ones are truncated and counted")

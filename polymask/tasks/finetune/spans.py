@@ -77,9 +77,10 @@ def finetune_span(task: SquadTask, encoder: Encoder, tokenizer: Tokenizer, modal
                   reporter: Reporter | None = None) -> dict[str, Any]:
     """Fine-tune ``encoder`` with a span head on ``task``; SQuAD metrics of the best validation epoch (and,
     with ``save_to``, the model of that epoch saved there); ``reporter`` gets each epoch's loss and metrics."""
-    if config.extra_features:
-        raise ConfigError(f"extra_features {config.extra_features} join a pooled sequence vector; {task.spec.key} "
-                          f"predicts spans per token")
+    if config.extra_features or config.head != "linear":
+        chosen = f"extra_features {config.extra_features}" if config.extra_features else f"head {config.head}"
+        raise ConfigError(f"{chosen}: a pooled sequence vector's setting; {task.spec.key} predicts spans per token "
+                          f"with one linear layer")
     started = time.perf_counter()
     torch.manual_seed(seed)
     device = resolve_device(config.device)

@@ -80,7 +80,7 @@ def _predict(model: SequencePredictor, head: TaskKind, data: EncodedSplit, batch
         return head.predict(model(batch.input_ids, batch.attention_mask, feature_rows(data.features, indices, device)))
 
     model.eval()
-    predictions = run_batched(data.sequences, forward, model.head.out_features, batch_size, pad, device, precision)
+    predictions = run_batched(data.sequences, forward, model.n_outputs, batch_size, pad, device, precision)
     model.train()
     return predictions
 
@@ -123,7 +123,7 @@ def finetune(task: TaskData, encoder: Encoder, tokenizer: Tokenizer, modality: M
     epoch_data = (augmented_epochs(train_split, modality, tokenizer, config.max_len, seed, spec.invariant_to)
                   if config.augment else lambda epoch: train)
     head = spec.task_kind(train.labels)  # the kind's loss and prediction rule, fitted to the training labels
-    network_options = {"n_features": features.width} if features else {}
+    network_options = {"n_features": features.width if features else 0, "head": config.head}
     model = spec.task_kind.network(encoder, task.n_outputs, config.pooling, config.dropout, **network_options).to(device)
     if config.freeze_encoder:
         model.encoder.requires_grad_(False)

@@ -38,11 +38,11 @@ class TableTaskKind(TaskKind):
         return finetune(task, encoder, tokenizer, modality, config, seed, save_to, reporter)
 
     @classmethod
-    def network(cls, encoder: "Encoder", n_outputs: int, pooling: Any, dropout: float,
-                n_features: int = 0) -> "SequencePredictor":
+    def network(cls, encoder: "Encoder", n_outputs: int, pooling: Any, dropout: float, n_features: int = 0,
+                head: Any = "linear") -> "SequencePredictor":
         from polymask.model.heads import SequencePredictor
 
-        return SequencePredictor(encoder, n_outputs, pooling, dropout, n_features)
+        return SequencePredictor(encoder, n_outputs, pooling, dropout, n_features, head)
 
 
 def class_columns(task: dict[str, Any], probabilities: np.ndarray) -> dict[str, Any]:

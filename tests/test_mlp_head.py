@@ -1,0 +1,53 @@
+"""``head: mlp``: a hidden layer before the output layer of a sequence-level model (chemprop's feed-forward head),
+saved and restored with its model, and refused where it cannot be reproduced (export, span tasks)."""
+import json
+
+import numpy as np
+import pytest
+import torch
+from torch import nn
+
+import polymask
+from polymask.cli import main
+from polymask.encoder_config import EncoderConfig
+from polymask.model.encoder import Encoder
+from polymask.model.heads import SequencePredictor
+from tests.conftest import one_line_error
+
+
+def test_an_mlp_head_has_a_hidden_layer_as_wide_as_the_encoder_over_the_pooled_vector_and_features():
+    encoder = Encoder(EncoderConfig(d_model=32, n_layers=1, n_heads=2, d_ff=64), vocab_size=20)
+    linear = SequencePredictor(encoder, 3, n_features=5)
+    mlp = SequencePredictor(encoder, 3, n_features=5, head="mlp")
+    assert isinstance(linear.head, nn.Linear) and linear.head.in_features == 37
+    first, _, _, output = mlp.head
+    assert (first.in_features, first.out_features, output.in_features, output.out_features) == (37, 32, 32, 3)
+    assert torch.count_nonzero(output.bias) == 0
+    ids = torch.randint(5, 20, (4, 7))
+    assert mlp.eval()(ids, None, torch.randn(4, 5)).shape == (4, 3)
+
+
+@pytest.mark.integration
+@pytest.mark.usefixtures("one_torch_thread")
+def test_a_model_with_an_mlp_head_predicts_after_loading_and_refuses_export(tiny_smiles_run, tmp_path, capsys):
+    out = tmp_path / "esol"
+    assert main(["finetune", "--task", "moleculenet/esol", "--checkpoint", str(tiny_smiles_run), "--epochs", "2",
+                 "--lr", "3e-3", "--max-train-examples", "120", "--max-valid-examples", "40",
+                 "--max-test-examples", "40", "--max-len", "64", "--set", "head=mlp", "--out", str(out), "--quiet"]) == 0
+    report = json.loads((out / "results.json").read_text())
+    model_dir = out / report["cells"][0]["model_dir"]
+    model = polymask.load_model(model_dir)
+    assert isinstance(model.network.head, nn.Sequential)
+    predicted = model.predict(["CCO", "c1ccccc1O", "CC(=O)Nc1ccc(O)cc1"])
+    assert np.isfinite(predicted.iloc[:, 0]).all() and predicted.iloc[:, 0].nunique() == 3
+    capsys.readouterr()
+    code = main(["export", "--checkpoint", str(model_dir), "--out", str(tmp_path / "hf")])
+    one_line_error(capsys, code, "an mlp head", "polymask predict")
+
+
+@pytest.mark.integration
+def test_an_mlp_head_on_a_span_task_is_one_line(tiny_text_checkpoint, tmp_path, capsys):
+    code = main(["finetune", "--task", "squad/v1", "--checkpoint", str(tiny_text_checkpoint), "--epochs", "1",
+                 "--max-train-examples", "8", "--max-valid-examples", "8", "--max-test-examples", "8",
+                 "--set", "head=mlp", "--out", str(tmp_path / "squad"), "--quiet"])
+    one_line_error(capsys, code, "head mlp", "squad/v1")
