@@ -81,9 +81,18 @@ def test_a_saved_exlm_run_config_is_a_base_for_every_objective(tmp_path):
 @pytest.mark.parametrize("setting", [{"extra_features": ["morgan"]}, {"test_time_average": True}])
 def test_compare_refuses_settings_that_add_rows_before_pretraining(tmp_path, setting):
     from polymask.compare.run import run_compare
-    from polymask.tasks.finetune.options import FinetuneConfig
 
     with pytest.raises(ConfigError, match="compare ranks objectives by their encoders alone"):
-        run_compare("smiles", ["mlm", "maelm"], parse_budget("10steps"), tmp_path / "out", {}, [0], 1, None,
-                    FinetuneConfig(**setting))
+        run_compare("smiles", ["mlm", "maelm"], parse_budget("10steps"), tmp_path / "out", {}, [0], 1, None, setting)
     assert not (tmp_path / "out").exists()
+
+
+def test_compare_fine_tunes_with_each_benchmark_s_recipe_without_test_time_averaging():
+    from polymask.compare.run import compare_settings
+    from polymask.tasks.finetune.recipe import benchmark_recipe
+
+    recipe = benchmark_recipe("dna")
+    assert recipe["test_time_average"] and recipe["augment"]
+    chosen = compare_settings("dna", {"epochs": 2})
+    assert (chosen.lr, chosen.max_len, chosen.augment, chosen.epochs) == (recipe["lr"], recipe["max_len"], True, 2)
+    assert not chosen.test_time_average

@@ -6,8 +6,8 @@ from pathlib import Path
 from typing import Any
 
 from polymask.cli_options import add_model_options, given_fields
-from polymask.tasks.cli import add_data_dir_option
-from polymask.tasks.finetune.options import FinetuneConfig, finetune_settings
+from polymask.tasks.cli import RECIPE_STANDS_IN, add_data_dir_option
+from polymask.tasks.finetune.options import FinetuneConfig
 
 
 def cmd_compare(args: argparse.Namespace) -> int:
@@ -27,7 +27,6 @@ def cmd_compare(args: argparse.Namespace) -> int:
     finetune = given_fields(args, FinetuneConfig)
     for assignment in args.finetune_set or []:
         apply_override(finetune, assignment)
-    finetune_config = finetune_settings(finetune)
     budget = parse_budget(args.budget)
     from polymask.compare.run import run_compare
     from polymask.objectives import OBJECTIVES
@@ -35,7 +34,7 @@ def cmd_compare(args: argparse.Namespace) -> int:
     for name in objectives:
         OBJECTIVES.get(name)
     report = run_compare(args.modality, objectives, budget, args.out, base, args.seeds,
-                         args.benchmark_seeds, args.tasks, finetune_config, args.data_dir)
+                         args.benchmark_seeds, args.tasks, finetune, args.data_dir)
     print(f"report: {report}")
     return 0
 
@@ -54,8 +53,9 @@ def add_commands(sub: argparse._SubParsersAction) -> None:
     parser.add_argument("--benchmark-seeds", type=int, default=3, help="fine-tuning seeds per task")
     parser.add_argument("--tasks", nargs="+", help="task keys (default: each benchmark's default set)")
     add_data_dir_option(parser)
-    finetune = parser.add_argument_group("fine-tuning, the same for every pretrained run and task")
-    add_model_options(finetune, FinetuneConfig, ["epochs", "lr", "patience", "max_train_examples"])
+    finetune = parser.add_argument_group("fine-tuning, the same for every pretrained run")
+    add_model_options(finetune, FinetuneConfig, ["epochs", "lr", "patience", "max_train_examples"],
+                      stand_in=RECIPE_STANDS_IN)
     finetune.add_argument("--finetune-set", action="append", metavar="KEY=VALUE",
                           help="any other FinetuneConfig field (repeatable; default: none)")
     parser.set_defaults(handler=cmd_compare)

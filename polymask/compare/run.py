@@ -20,6 +20,7 @@ from polymask.tasks.benchmark.runner import run_benchmark
 from polymask.tasks.benchmark.systems import checkpoint_system, reference_systems, untrained_system
 from polymask.tasks.data.spec import load_task_spec, task_names
 from polymask.tasks.finetune.options import FinetuneConfig
+from polymask.tasks.finetune.recipe import recipe_settings
 
 
 def benchmarks_for(modality: str) -> list[str]:
@@ -76,14 +77,23 @@ def check_objectives(objectives: list[str]) -> None:
                           "masked tokens (Objective.masked_log_probs), which the semantics analysis needs")
 
 
-def run_compare(modality: str, objectives: list[str], budget: Budget, out: Path, base: dict[str, Any],
-                seeds: list[int], benchmark_seeds: int, tasks: list[str] | None, finetune: FinetuneConfig,
-                data_dir: Path | None = None) -> Path:
-    """Run everything; returns the path of ``report.md``."""
-    check_objectives(objectives)
-    if finetune.extra_features or finetune.test_time_average:  # each would add rows the verdicts do not read
+def compare_settings(benchmark: str, given: dict[str, Any]) -> FinetuneConfig:
+    """The fine-tuning settings of ``benchmark``'s rows: the ``given`` fields over its recipe, as ``polymask
+    benchmark`` has them, but without test-time averaging: compare ranks the encoders' own predictions."""
+    settings = recipe_settings(benchmark, {"test_time_average": False, **given})
+    if settings.extra_features or settings.test_time_average:  # each would add rows the verdicts do not read
         raise ConfigError("compare ranks objectives by their encoders alone: leave out extra_features and "
                           "test_time_average (polymask benchmark reports them as rows of their own)")
+    return settings
+
+
+def run_compare(modality: str, objectives: list[str], budget: Budget, out: Path, base: dict[str, Any],
+                seeds: list[int], benchmark_seeds: int, tasks: list[str] | None, finetune: dict[str, Any],
+                data_dir: Path | None = None) -> Path:
+    """Run everything; ``finetune`` holds the fine-tuning fields given (each benchmark's recipe fills the rest).
+    Returns the path of ``report.md``."""
+    check_objectives(objectives)
+    settings = {benchmark: compare_settings(benchmark, finetune) for benchmark in benchmarks_for(modality)}
     started = time.perf_counter()
     make_dir(out)
     base = {**base, "modality": base.get("modality") or {"name": modality}}
@@ -95,12 +105,13 @@ def run_compare(modality: str, objectives: list[str], budget: Budget, out: Path,
             task_names(benchmark, default_only=True)
         if not keys:
             continue
-        systems = [checkpoint_system(path, finetune) for path in run_dirs]
-        systems += [untrained_system(run_dirs[0], finetune)] + reference_systems(benchmark, systems[0].modality,
-                                                                                   finetune.max_train_examples)
+        chosen = settings[benchmark]
+        systems = [checkpoint_system(path, chosen) for path in run_dirs]
+        systems += [untrained_system(run_dirs[0], chosen)] + reference_systems(benchmark, systems[0].modality,
+                                                                                 chosen.max_train_examples)
         report = run_benchmark(systems, keys, list(range(benchmark_seeds)), out / f"benchmark-{benchmark}",
                                f"{benchmark} benchmark ({budget.describe()})", data_dir,
-                               {"fine-tuning": finetune.model_dump(), "pretraining budget": budget.describe()},
+                               {"fine-tuning": chosen.model_dump(), "pretraining budget": budget.describe()},
                                progress=False)
         benchmark_reports[benchmark] = report.parent
     analyses = _analyses(run_dirs, export_heldout(run_dirs[0], out), out)
