@@ -1,4 +1,5 @@
-"""polymask's DNA benchmark rows beside the published GUE rows (MCC x 100), with the gap to DNABERT-2 per task.
+"""polymask's DNA benchmark rows beside the published GUE rows (MCC x 100), with the gap per task to DNABERT-2 and to
+Nucleotide Transformer 2500M multi-species (the published rows the CSV has of the two).
 
     python benchmarks/gue_table.py runs/benchmark-dna-gue/results.json \
         --published docs/results/dna-gue/published.csv --out docs/results/dna-gue/gue
@@ -17,7 +18,7 @@ from pathlib import Path
 
 import numpy as np
 
-REFERENCE = "DNABERT-2 (117M)"
+REFERENCES = ("DNABERT-2 (117M)", "Nucleotide Transformer 2500M multi-species")
 
 
 def _ours(results: dict) -> dict[str, dict[str, list[float]]]:
@@ -49,11 +50,11 @@ def gue_table(results: dict, published: dict[str, dict[str, float]]) -> tuple[st
         means[name] = [row[t] for t in tasks]
         lines.append(f"| {name} (published) | " + " | ".join(f"{row[t]:.1f}" for t in tasks)
                      + f" | {np.mean(means[name]):.1f} |")
-    reference = published[REFERENCE]
-    for system in results["systems"]:
-        gaps = [means[system][i] - reference[t] for i, t in enumerate(tasks)]
-        lines.append(f"| gap: {system} − {REFERENCE} | " + " | ".join(f"{g:+.1f}" for g in gaps)
-                     + f" | {np.mean(gaps):+.1f} |")
+    for name in [name for name in REFERENCES if name in published]:
+        for system in results["systems"]:
+            gaps = [means[system][i] - published[name][t] for i, t in enumerate(tasks)]
+            lines.append(f"| gap: {system} − {name} | " + " | ".join(f"{g:+.1f}" for g in gaps)
+                         + f" | {np.mean(gaps):+.1f} |")
     return "\n".join(lines), tasks, means
 
 
