@@ -38,7 +38,7 @@ def test_a_recipe_setting_per_task_reaches_that_task_and_yields_to_an_explicit_o
 @pytest.mark.parametrize("settings, message", [
     ({"sst2": {"lr": -1}}, r"task_settings\.sst2\.lr: Input should be greater than 0"),
     ({"sst2": {"epoch": 3}}, r"task_settings\.sst2\.epoch: Extra inputs are not permitted"),
-    ({"sst2": {"task_settings": {}}}, r"task_settings\.sst2: task_settings cannot nest"),
+    ({"sst2": {"task_settings": {}}}, r"task_settings\.sst2: task_settings: set for the whole run"),
 ])
 def test_a_wrong_setting_for_one_task_is_named_before_any_cell_runs(settings, message):
     with pytest.raises(ConfigError, match=message):
@@ -73,3 +73,27 @@ def test_a_given_rate_for_one_task_keeps_the_recipe_s_other_task_rates():
     recipe = benchmark_recipe("glue").get("task_settings", {})
     merged = recipe_settings("glue", {"task_settings": {"rte": {"lr": 3e-4}}}).task_settings
     assert merged == {**recipe, "rte": {"lr": 3e-4}}
+
+
+def test_settings_that_hold_for_the_whole_run_are_refused_per_task():
+    with pytest.raises(ConfigError, match=r"task_settings\.esol: extra_features, save_model: set for the whole run"):
+        recipe_settings(None, {"task_settings": {"esol": {"save_model": False, "extra_features": ["morgan"]}}})
+
+
+def test_a_given_per_task_setting_must_name_a_task_of_the_benchmark():
+    with pytest.raises(ConfigError, match=r"task_settings names no task of moleculenet: esoll \(its tasks: .*esol"):
+        recipe_settings("moleculenet", {"task_settings": {"esoll": {"lr": 1e-3}}})
+
+
+def test_a_per_task_value_given_beats_a_global_value_given_which_beats_the_recipe_s_per_task_value():
+    chosen = recipe_settings("glue", {"lr": 5e-5, "task_settings": {"rte": {"lr": 7e-5}}})
+    assert (chosen.for_task("rte").lr, chosen.for_task("sst2").lr, chosen.for_task("cola").lr) == (7e-5, 5e-5, 5e-5)
+
+
+def test_a_given_nested_field_clears_only_its_own_leaf_of_the_recipe_s_per_task_values(monkeypatch):
+    import polymask.tasks.finetune.recipe as recipe
+
+    monkeypatch.setattr(recipe, "benchmark_recipe", lambda name: {
+        "task_settings": {"v1": {"span": {"max_answer_len": 10, "doc_stride": 64}, "lr": 1e-4}}})
+    chosen = recipe.recipe_settings("squad", {"span": {"doc_stride": 48}}).for_task("v1")
+    assert (chosen.span.max_answer_len, chosen.span.doc_stride, chosen.lr) == (10, 48, 1e-4)

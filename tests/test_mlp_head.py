@@ -51,3 +51,25 @@ def test_an_mlp_head_on_a_span_task_is_one_line(tiny_text_checkpoint, tmp_path, 
                  "--max-train-examples", "8", "--max-valid-examples", "8", "--max-test-examples", "8",
                  "--set", "head=mlp", "--out", str(tmp_path / "squad"), "--quiet"])
     one_line_error(capsys, code, "head mlp", "squad/v1")
+
+
+def test_settings_saved_by_an_earlier_release_load_and_wrong_ones_name_the_folder(tmp_path):
+    from polymask.errors import CheckpointError
+    from polymask.tasks.finetune.options import FinetuneConfig, saved_settings
+
+    earlier = {**FinetuneConfig().model_dump(), "task_lr": {}}
+    earlier.pop("task_settings"), earlier.pop("head")
+    assert saved_settings(earlier, tmp_path).head == "linear"
+    with pytest.raises(CheckpointError, match=f"{tmp_path}: its fine-tuning settings do not validate: epochs"):
+        saved_settings({**earlier, "epochs": 0}, tmp_path)
+
+
+def test_compare_refuses_an_mlp_head_for_span_tasks_before_it_pretrains(tmp_path):
+    from polymask.compare.budget import parse_budget
+    from polymask.compare.run import run_compare
+    from polymask.errors import ConfigError
+
+    with pytest.raises(ConfigError, match="head mlp: .* squad/v1 predicts spans"):
+        run_compare("text", ["mlm"], parse_budget("10steps"), tmp_path / "out", {}, [0], 1, ["squad/v1"],
+                    {"head": "mlp"})
+    assert not (tmp_path / "out").exists()

@@ -93,19 +93,21 @@ def run_compare(modality: str, objectives: list[str], budget: Budget, out: Path,
     """Run everything; ``finetune`` holds the fine-tuning fields given (each benchmark's recipe fills the rest).
     Returns the path of ``report.md``."""
     check_objectives(objectives)
-    settings = {benchmark: compare_settings(benchmark, finetune) for benchmark in benchmarks_for(modality)}
+    keys_of = {benchmark: ([t for t in tasks if t.startswith(f"{benchmark}/")] if tasks else
+                           task_names(benchmark, default_only=True)) for benchmark in benchmarks_for(modality)}
+    settings = {benchmark: compare_settings(benchmark, finetune) for benchmark, keys in keys_of.items() if keys}
+    for benchmark, chosen in settings.items():  # before pretraining: what a task kind cannot do is one line now
+        for key in keys_of[benchmark]:
+            spec = load_task_spec(key)
+            spec.task_kind.refuse_settings(chosen.for_task(spec.name), key)
     started = time.perf_counter()
     make_dir(out)
     base = {**base, "modality": base.get("modality") or {"name": modality}}
     runs = [pretrain(base, objective, seed, budget, out) for objective in objectives for seed in seeds]
     run_dirs = [Path(run["run_dir"]) for run in runs]
     benchmark_reports = {}
-    for benchmark in benchmarks_for(modality):
-        keys = [t for t in (tasks or []) if t.startswith(f"{benchmark}/")] if tasks else \
-            task_names(benchmark, default_only=True)
-        if not keys:
-            continue
-        chosen = settings[benchmark]
+    for benchmark, chosen in settings.items():
+        keys = keys_of[benchmark]
         systems = [checkpoint_system(path, chosen) for path in run_dirs]
         systems += [untrained_system(run_dirs[0], chosen)] + reference_systems(benchmark, systems[0].modality,
                                                                                  chosen.max_train_examples)

@@ -28,7 +28,7 @@ def export_finetuned(path: Path, out: Path, overwrite: bool = False) -> ExportRe
         exported = [name for name in TASK_KINDS if TASK_KINDS.get(name).card_phrase is not None]
         raise PolymaskError(f"{path}: a {kind.name} model, which has no exported head; polymask export writes "
                             f"pretrained encoders and sequence-level models ({', '.join(exported)})")
-    mlp_head = meta["finetune"].get("head", "linear") == "mlp"
+    mlp_head = model.settings.head == "mlp"
     if model.features is not None or model.averaged_over or mlp_head:
         extras = [f"a head that also reads {'+'.join(model.features.names)} features"] if model.features else []
         extras += [f"predictions averaged over {', '.join(model.averaged_over)}"] if model.averaged_over else []
@@ -37,7 +37,7 @@ def export_finetuned(path: Path, out: Path, overwrite: bool = False) -> ExportRe
                             f"cannot reproduce; use polymask predict or polymask.load_model for this model")
     normalisation = meta.get("normalisation") or {}
     head = sequence_head(model.network.head.weight, model.network.head.bias, kind.name, kind.output_names(task),
-                         meta["pooling"], float(meta["finetune"].get("dropout", 0.0)), normalisation.get("mean"),
+                         meta["pooling"], model.settings.dropout, normalisation.get("mean"),
                          normalisation.get("std"))
     texts = sample_records(model.modality, [])
     batch = encode_padded(model.tokenizer, texts, meta["max_len"]) if texts else None

@@ -33,6 +33,7 @@ from polymask.registry import UnknownNameError
 from polymask.runtime import resolve_device
 from polymask.tasks.data.task_kind import TASK_KINDS, TaskKind
 from polymask.tasks.finetune.features import MoleculeFeatures, feature_rows, molecules
+from polymask.tasks.finetune.options import saved_settings
 from polymask.tasks.finetune.hf_folder import HFEncoder, HFFolder, RawInputs, load_hf_folder
 from polymask.tokenization import SpecialIds
 
@@ -160,17 +161,17 @@ class FinetunedModel(AppliedEncoder):
         self.folder = resolve_finetuned(folder)
         meta, weights, tokenizer = read_finetuned(self.folder)
         self.meta = meta
+        #: the fine-tuning settings the model was trained with
+        self.settings = saved_settings(meta["finetune"], self.folder)
         self.task: dict[str, Any] = meta["task"]
         fill_legacy_defaults(meta["encoder"]["config"])
         encoder = Encoder(EncoderConfig.model_validate(meta["encoder"]["config"]), meta["encoder"]["vocab_size"])
         self.kind = kind_of(self.task["kind"])
         #: the molecular features its head also reads (``extra_features`` at fine-tuning), else None
         self.features = MoleculeFeatures.from_json(meta["extra_features"]) if meta.get("extra_features") else None
-        head = meta["finetune"].get("head", "linear")
-        network_options = {**({"n_features": self.features.width} if self.features else {}),
-                           **({"head": head} if head != "linear" else {})}
         self.network: torch.nn.Module = self.kind.network(encoder, self.task["n_outputs"], meta["pooling"], 0.0,
-                                                          **network_options)
+                                                          self.features.width if self.features else 0,
+                                                          self.settings.head)
         self.head = self.kind.restore(meta["normalisation"])  # the kind's prediction rule, as saved
         try:
             self.network.load_state_dict(weights)
@@ -180,8 +181,7 @@ class FinetunedModel(AppliedEncoder):
                          self.task["input_columns"], device)
         self.network.eval().to(self.device)
         #: the invariances predictions are averaged over (``test_time_average`` at fine-tuning), else none
-        self.averaged_over: list[str] = (self.task.get("invariant_to", []) if meta["finetune"].get("test_time_average")
-                                         else [])
+        self.averaged_over: list[str] = self.task.get("invariant_to", []) if self.settings.test_time_average else []
 
     def predict(self, records: Any, batch_size: int = 64, progress: bool = False) -> "pd.DataFrame":
         """One row per record, in order (with the index of a DataFrame or Series given): the task kind's prediction

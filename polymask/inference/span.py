@@ -43,7 +43,7 @@ def predict_answers_of(model: "FinetunedModel", inputs: Sequence[Inputs], reason
         rows.append(row)
     options = {**model.meta["span"]}
     allow_null = options.pop("allow_no_answer")
-    config = FinetuneConfig.model_validate({**model.meta["finetune"], "batch_size": batch_size,
+    config = FinetuneConfig.model_validate({**model.settings.model_dump(), "batch_size": batch_size,
                                             "span": SpanOptions.model_validate(options).model_dump()})
     features = build_features(examples, model.tokenizer, model.max_len, config.span, targets=False)
     forward = span_forward(model.network, model.pad, model.device, "fp32")

@@ -79,10 +79,16 @@ class TaskKind:
         raise NotImplementedError(f"task kind '{cls.name}' does not say how it is fine-tuned")
 
     @classmethod
-    def network(cls, encoder: "Encoder", n_outputs: int, pooling: str, dropout: float) -> "nn.Module":
-        """The predictor on ``encoder`` whose weights a saved model holds (``encoder.*`` and ``head.*``). Table kinds
-        also take ``n_features``: per-sequence features that join the pooled vector (``extra_features``), and
-        ``head``: "linear" or "mlp" (``FinetuneConfig.head``)."""
+    def refuse_settings(cls, config: Any, task_key: str) -> None:
+        """Raise a ``ConfigError`` naming ``task_key`` when fine-tuning settings ``config`` ask for what this kind
+        cannot do (checked before any training, e.g. by ``polymask compare`` before it pretrains); none by default."""
+
+    @classmethod
+    def network(cls, encoder: "Encoder", n_outputs: int, pooling: str, dropout: float, n_features: int = 0,
+                head: str = "linear") -> "nn.Module":
+        """The predictor on ``encoder`` whose weights a saved model holds (``encoder.*`` and ``head.*``), with
+        ``n_features`` per-sequence features joining the pooled vector (``extra_features``) and ``head`` "linear"
+        or "mlp" (``FinetuneConfig.head``) where the kind has a pooled vector."""
         raise NotImplementedError(f"task kind '{cls.name}' does not say what its network is")
 
     def __init__(self, train_labels: np.ndarray) -> None:

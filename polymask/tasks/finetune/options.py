@@ -7,7 +7,8 @@ from typing import Any, Literal
 from pydantic import Field, ValidationError, field_validator, model_validator
 
 from polymask.config import merge
-from polymask.schema import StrictModel, validated
+from polymask.errors import CheckpointError
+from polymask.schema import StrictModel, validated, validation_messages
 from polymask.tracking import Backend
 
 
@@ -24,9 +25,10 @@ class FinetuneConfig(StrictModel):
 
     lr: float = Field(2e-4, gt=0, description="peak learning rate")
     task_settings: dict[str, dict[str, Any]] = Field(
-        default_factory=dict, description="settings per task name over the others (a benchmark recipe's choice on "
-                                          "validation, e.g. {sst2: {lr: 1.0e-4}, mouse_0: {epochs: 40, patience: 8}}); "
-                                          "a setting given on the command line holds for every task")
+        default_factory=dict, description="training settings per task name over the others (a benchmark recipe's "
+                                          "choice on validation, e.g. {sst2: {lr: 1.0e-4}, mouse_0: {epochs: 40, "
+                                          "patience: 8}}); a setting given on the command line holds for every task, "
+                                          "unless given per task there too")
     epochs: int = Field(20, ge=1, description="maximum epochs")
     patience: int = Field(5, ge=1, description="stop after this many epochs without validation improvement")
     batch_size: int = Field(32, ge=1, description="examples per batch")
@@ -82,14 +84,19 @@ class FinetuneConfig(StrictModel):
 
     @model_validator(mode="after")
     def _each_task_s_settings_valid(self) -> "FinetuneConfig":
+        problems = []
         for name, settings in self.task_settings.items():
-            if "task_settings" in settings:
-                raise ValueError(f"task_settings.{name}: task_settings cannot nest")
+            per_run = sorted(set(settings) & set(FinetuneConfig.model_fields) - set(PER_TASK_FIELDS))
+            if per_run:
+                problems.append(f"task_settings.{name}: {', '.join(per_run)}: set for the whole run, not per task "
+                                f"(per task: {', '.join(PER_TASK_FIELDS)})")
+                continue
             try:
                 self.for_task(name)
             except ValidationError as error:
-                first = error.errors()[0]
-                raise ValueError(f"task_settings.{name}.{'.'.join(map(str, first['loc']))}: {first['msg']}") from None
+                problems += validation_messages(error, FinetuneConfig, f"task_settings.{name}")
+        if problems:
+            raise ValueError("; ".join(problems))
         return self
 
     def for_task(self, name: str) -> "FinetuneConfig":
@@ -97,6 +104,25 @@ class FinetuneConfig(StrictModel):
         if name not in self.task_settings:
             return self
         return FinetuneConfig.model_validate(merge({**self.model_dump(), "task_settings": {}}, self.task_settings[name]))
+
+
+#: the settings ``task_settings`` may give per task: how one task's model is trained (the others name rows, outputs
+#: and reference baselines, which hold for the whole run)
+PER_TASK_FIELDS = ("lr", "epochs", "patience", "batch_size", "pooling", "freeze_encoder", "augment", "head", "dropout",
+                   "weight_decay", "warmup_fraction", "max_len", "span", "precision")
+#: fields that earlier releases saved in a model's settings and this one no longer has (per-task values are
+#: resolved before a model is saved)
+RETIRED_FIELDS = ("task_lr",)
+
+
+def saved_settings(raw: dict[str, Any], folder: Any) -> FinetuneConfig:
+    """The fine-tuning settings a saved model in ``folder`` records, retired fields left out; a
+    ``CheckpointError`` naming the folder when they do not validate."""
+    try:
+        return FinetuneConfig.model_validate({k: v for k, v in raw.items() if k not in RETIRED_FIELDS})
+    except ValidationError as exc:
+        raise CheckpointError(f"{folder}: its fine-tuning settings do not validate: "
+                              + "; ".join(validation_messages(exc, FinetuneConfig))) from None
 
 
 def finetune_settings(raw: dict[str, Any]) -> FinetuneConfig:

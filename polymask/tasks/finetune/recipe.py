@@ -8,7 +8,7 @@ import yaml
 from polymask.config import merge
 from polymask.errors import ConfigError
 from polymask.resources import builtin_dir
-from polymask.tasks.data.spec import RECIPE_FILE
+from polymask.tasks.data.spec import RECIPE_FILE, task_names
 from polymask.tasks.finetune.options import FinetuneConfig, finetune_settings
 
 
@@ -27,9 +27,26 @@ def benchmark_recipe(benchmark: str) -> dict[str, Any]:
 
 def recipe_settings(benchmark: str | None, given: dict[str, Any]) -> FinetuneConfig:
     """The fine-tuning settings of a run: ``given`` fields over ``benchmark``'s recipe over the defaults. A given
-    field holds for every task (it clears the recipe's per-task values of that field)."""
+    field holds for every task (it clears the recipe's per-task values of that field, leaf by leaf), unless
+    ``given`` sets it per task too; a given per-task setting must name a task of ``benchmark``."""
     raw = benchmark_recipe(benchmark) if benchmark else {}
+    if benchmark:
+        unknown = sorted(set(given.get("task_settings") or {}) - {key.split("/")[-1] for key in task_names(benchmark)})
+        if unknown:
+            raise ConfigError(f"task_settings names no task of {benchmark}: {', '.join(unknown)} (its tasks: "
+                              f"{', '.join(key.split('/')[-1] for key in task_names(benchmark))})")
+    global_fields = {key: value for key, value in given.items() if key != "task_settings"}
     for per_task in raw.get("task_settings", {}).values():
-        for field in given:
-            per_task.pop(field, None)
+        _clear(per_task, global_fields)
     return finetune_settings(merge(raw, given))  # nested fields (task_settings, span) merge key by key
+
+
+def _clear(settings: dict[str, Any], given: dict[str, Any]) -> None:
+    """Remove from ``settings`` each leaf that ``given`` sets (a nested dict keeps its other keys)."""
+    for key, value in given.items():
+        if isinstance(value, dict) and isinstance(settings.get(key), dict):
+            _clear(settings[key], value)
+            if not settings[key]:
+                del settings[key]
+        else:
+            settings.pop(key, None)

@@ -15,7 +15,6 @@ from torch import Tensor
 
 from polymask.checkpoints.finetuned import SaveTarget, save_finetuned
 from polymask.data.batching import BatchSampler, collate
-from polymask.errors import ConfigError
 from polymask.modalities.base import Modality
 from polymask.model.encoder import Encoder
 from polymask.model.heads import SpanPredictor
@@ -77,10 +76,7 @@ def finetune_span(task: SquadTask, encoder: Encoder, tokenizer: Tokenizer, modal
                   reporter: Reporter | None = None) -> dict[str, Any]:
     """Fine-tune ``encoder`` with a span head on ``task``; SQuAD metrics of the best validation epoch (and,
     with ``save_to``, the model of that epoch saved there); ``reporter`` gets each epoch's loss and metrics."""
-    if config.extra_features or config.head != "linear":
-        chosen = f"extra_features {config.extra_features}" if config.extra_features else f"head {config.head}"
-        raise ConfigError(f"{chosen}: a pooled sequence vector's setting; {task.spec.key} predicts spans per token "
-                          f"with one linear layer")
+    task.spec.task_kind.refuse_settings(config, task.spec.key)
     started = time.perf_counter()
     torch.manual_seed(seed)
     device = resolve_device(config.device)

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING, Any
 
+from polymask.errors import ConfigError
 from polymask.tasks.data.task_kind import TaskKind, register_task_kind
 
 if TYPE_CHECKING:
@@ -35,7 +36,16 @@ class Span(TaskKind):
         return finetune_span(task, encoder, tokenizer, modality, config, seed, save_to, reporter)
 
     @classmethod
-    def network(cls, encoder: "Encoder", n_outputs: int, pooling: Any, dropout: float) -> "SpanPredictor":
+    def refuse_settings(cls, config: Any, task_key: str) -> None:
+        """A span task's head reads every token, with one linear layer: no pooled vector to extend."""
+        if config.extra_features or config.head != "linear":
+            chosen = f"extra_features {config.extra_features}" if config.extra_features else f"head {config.head}"
+            raise ConfigError(f"{chosen}: a pooled sequence vector's setting; {task_key} predicts spans per token "
+                              f"with one linear layer")
+
+    @classmethod
+    def network(cls, encoder: "Encoder", n_outputs: int, pooling: Any, dropout: float, n_features: int = 0,
+                head: str = "linear") -> "SpanPredictor":
         from polymask.model.heads import SpanPredictor
 
         return SpanPredictor(encoder)

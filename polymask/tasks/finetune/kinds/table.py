@@ -13,7 +13,7 @@ from polymask.tasks.data.task_kind import TaskKind
 if TYPE_CHECKING:
     import numpy as np
     from polymask.model.encoder import Encoder
-    from polymask.model.heads import SequencePredictor
+    from polymask.model.heads import HeadKind, SequencePredictor
     from polymask.modalities.base import Modality
     from polymask.tasks.data.loading import TaskData
     from polymask.tasks.data.spec import TaskSpec
@@ -39,7 +39,7 @@ class TableTaskKind(TaskKind):
 
     @classmethod
     def network(cls, encoder: "Encoder", n_outputs: int, pooling: Any, dropout: float, n_features: int = 0,
-                head: Any = "linear") -> "SequencePredictor":
+                head: "HeadKind" = "linear") -> "SequencePredictor":
         from polymask.model.heads import SequencePredictor
 
         return SequencePredictor(encoder, n_outputs, pooling, dropout, n_features, head)
