@@ -82,8 +82,10 @@ def test_molecular_features_on_a_dna_task_are_one_line(tmp_path, capsys):
 
 
 @pytest.mark.integration
-def test_molecular_features_on_a_span_task_are_one_line(tiny_text_checkpoint, tmp_path, capsys):
+@pytest.mark.parametrize("setting, named", [("extra_features=[morgan]", "extra_features ['morgan']"),
+                                            ("head=mlp", "head mlp")])
+def test_a_pooled_vector_s_setting_on_a_span_task_is_one_line(tiny_text_checkpoint, tmp_path, capsys, setting, named):
     code = main(["finetune", "--task", "squad/v1", "--checkpoint", str(tiny_text_checkpoint), "--epochs", "1",
                  "--max-train-examples", "8", "--max-valid-examples", "8", "--max-test-examples", "8",
-                 "--set", "extra_features=[morgan]", "--out", str(tmp_path / "squad"), "--quiet"])
-    one_line_error(capsys, code, "a pooled sequence vector", "squad/v1")
+                 "--set", setting, "--out", str(tmp_path / "squad"), "--quiet"])
+    one_line_error(capsys, code, named, "a pooled sequence vector", "squad/v1")

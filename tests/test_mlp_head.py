@@ -1,5 +1,6 @@
 """``head: mlp``: a hidden layer before the output layer of a sequence-level model (chemprop's feed-forward head),
-saved and restored with its model, and refused where it cannot be reproduced (export, span tasks)."""
+saved and restored with its model, and refused where it cannot be reproduced (export; span tasks: in
+test_extra_features)."""
 import json
 
 import numpy as np
@@ -43,14 +44,6 @@ def test_a_model_with_an_mlp_head_predicts_after_loading_and_refuses_export(tiny
     capsys.readouterr()
     code = main(["export", "--checkpoint", str(model_dir), "--out", str(tmp_path / "hf")])
     one_line_error(capsys, code, "an mlp head", "polymask predict")
-
-
-@pytest.mark.integration
-def test_an_mlp_head_on_a_span_task_is_one_line(tiny_text_checkpoint, tmp_path, capsys):
-    code = main(["finetune", "--task", "squad/v1", "--checkpoint", str(tiny_text_checkpoint), "--epochs", "1",
-                 "--max-train-examples", "8", "--max-valid-examples", "8", "--max-test-examples", "8",
-                 "--set", "head=mlp", "--out", str(tmp_path / "squad"), "--quiet"])
-    one_line_error(capsys, code, "head mlp", "squad/v1")
 
 
 def test_settings_saved_by_an_earlier_release_load_and_wrong_ones_name_the_folder(tmp_path):

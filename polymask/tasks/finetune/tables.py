@@ -123,8 +123,8 @@ def finetune(task: TaskData, encoder: Encoder, tokenizer: Tokenizer, modality: M
     epoch_data = (augmented_epochs(train_split, modality, tokenizer, config.max_len, seed, spec.invariant_to)
                   if config.augment else lambda epoch: train)
     head = spec.task_kind(train.labels)  # the kind's loss and prediction rule, fitted to the training labels
-    network_options = {"n_features": features.width if features else 0, "head": config.head}
-    model = spec.task_kind.network(encoder, task.n_outputs, config.pooling, config.dropout, **network_options).to(device)
+    model = spec.task_kind.network(encoder, task.n_outputs, config.pooling, config.dropout,
+                                   features.width if features else 0, config.head).to(device)
     if config.freeze_encoder:
         model.encoder.requires_grad_(False)
     sampler = BatchSampler(np.array([len(s) for s in train.sequences]), config.batch_size, seed)
