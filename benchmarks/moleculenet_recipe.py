@@ -1,9 +1,10 @@
 """Choose MoleculeNet's fine-tuning recipe on the validation splits (issue 39, item 3).
 
 A coordinate search from the settings every MoleculeNet table so far used (lr 2e-4, 10 epochs, patience 3,
-mean pooling, dropout 0.1, full fine-tuning, a linear head): one axis at a time, each of its values is run as a
-benchmark row (the given checkpoint, every task, every seed; no reference rows) and adopted when it raises the
-validation score of the best settings so far. The score is the mean over tasks of the relative change of each
+mean pooling, dropout 0.1, full fine-tuning, a linear head, no augmentation): one axis at a time, each of its
+values is run as a benchmark row (the given checkpoint, every task, every seed; no reference rows) and adopted
+when it raises the validation score of the best settings so far (a row with test-time averaging is scored by
+its averaged predictions). The score is the mean over tasks of the relative change of each
 task's validation metric against that best row (ROC-AUC up, RMSE down), so that eight tasks on two scales weigh
 alike. Test scores are never read. Each row is its own benchmark folder under ``--out``, so the search resumes
 cell by cell; it writes ``search.md`` / ``search.json`` and the chosen ``recipe.yaml`` there.
@@ -22,11 +23,12 @@ import yaml
 
 from polymask.builtin_models import checkpoint_path
 from polymask.tasks.api import run_benchmark_verb
+from polymask.tasks.benchmark.runner import AVERAGED
 
 TASKS = ["esol", "freesolv", "lipophilicity", "bbbp", "bace", "clintox", "tox21", "sider"]
 START: dict[str, Any] = {"lr": 2e-4, "epochs": 10, "patience": 3, "pooling": "mean", "dropout": 0.1,
                          "freeze_encoder": False, "head": "linear"}
-#: axis -> the settings each of its values changes (the first of each is START's)
+#: axis -> the settings each of its values changes (the first value of an axis START names is START's own)
 AXES: dict[str, list[dict[str, Any]]] = {
     "lr": [{"lr": 2e-4}, {"lr": 5e-5}, {"lr": 1e-3}],
     "length": [{"epochs": 10, "patience": 3}, {"epochs": 30, "patience": 8}],
@@ -34,6 +36,8 @@ AXES: dict[str, list[dict[str, Any]]] = {
     "dropout": [{"dropout": 0.1}, {"dropout": 0.3}],
     "frozen": [{"freeze_encoder": False}, {"freeze_encoder": True}],
     "head": [{"head": "linear"}, {"head": "mlp"}],
+    # randomised SMILES in each epoch, scored by the mean over each molecule and 7 other atom orders
+    "augment": [{"augment": True, "test_time_average": True}],
 }
 LOWER_IS_BETTER = {"rmse", "mae"}
 
@@ -42,10 +46,11 @@ def row_name(settings: dict[str, Any]) -> str:
     return "-".join(f"{key}{value}" for key, value in sorted(settings.items()))
 
 
-def validation_means(folder: Path) -> dict[str, float]:
-    """Each task's validation metric, mean over seeds, from a benchmark folder's results.json."""
+def validation_means(folder: Path, averaged: bool = False) -> dict[str, float]:
+    """Each task's validation metric, mean over seeds, from a benchmark folder's results.json: of the single
+    predictions, or ``averaged`` over each example's variants (the '+ test-time average' row)."""
     rows = json.loads((folder / "results.json").read_text())["valid_rows"]
-    return {row["task"]: row[f"{row['metric']}_mean"] for row in rows}
+    return {row["task"]: row[f"{row['metric']}_mean"] for row in rows if row["system"].endswith(AVERAGED) == averaged}
 
 
 def relative_score(candidate: dict[str, float], best: dict[str, float], metrics: dict[str, str]) -> float:
@@ -56,12 +61,14 @@ def relative_score(candidate: dict[str, float], best: dict[str, float], metrics:
 
 
 def run_row(args: argparse.Namespace, settings: dict[str, Any]) -> tuple[dict[str, float], dict[str, str]]:
+    """A row's validation means (averaged over variants when it sets ``test_time_average``) and metric names."""
     folder = args.out / "rows" / row_name(settings)
     given = {**settings, "save_model": False}
     run_benchmark_verb("moleculenet", [checkpoint_path(args.checkpoint)], TASKS, args.seeds, False, folder,
                        args.data_dir, not args.quiet, given)
     rows = json.loads((folder / "results.json").read_text())["valid_rows"]
-    return validation_means(folder), {row["task"]: row["metric"] for row in rows}
+    metrics = {row["task"]: row["metric"] for row in rows}
+    return validation_means(folder, settings.get("test_time_average", False)), metrics
 
 
 def main() -> None:
@@ -86,6 +93,10 @@ def main() -> None:
             gain = relative_score(scores, best_scores, metrics)
             adopted = gain > args.min_gain
             trials.append({"axis": axis, "settings": settings, "valid": scores, "score": gain, "adopted": adopted})
+            if settings.get("test_time_average"):  # the same models' single predictions, for the record
+                single = validation_means(args.out / "rows" / row_name(settings))
+                trials.append({"axis": f"{axis} (single predictions)", "settings": settings, "valid": single,
+                               "score": relative_score(single, best_scores, metrics), "adopted": False})
             if adopted:
                 best, best_scores = settings, scores
     write_outputs(args, trials, best, metrics)

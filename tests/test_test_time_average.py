@@ -1,5 +1,7 @@
-"""Test-time averaging over a label's invariances: DNA's variants, the mean over them, the benchmark's extra row
-and a saved model that predicts the way it was scored."""
+"""Test-time averaging over a label's invariances: DNA's strands and frames, SMILES atom orders, the mean over
+them, the benchmark's extra row and a saved model that predicts the way it was scored."""
+import json
+
 import numpy as np
 import pytest
 
@@ -8,6 +10,7 @@ from polymask.checkpoints.finetuned import SaveTarget
 from polymask.checkpoints.pretrained import read_checkpoint
 from polymask.data.variants import expand_variants
 from polymask.modalities.dna import Dna, DnaConfig
+from polymask.modalities.smiles import TEST_TIME_ORDERS, Smiles
 from polymask.tasks.benchmark.runner import AVERAGED, with_averaged_rows
 from polymask.tasks.data.loading import TaskData, load_task, subset
 from polymask.tasks.data.spec import load_task_spec
@@ -30,6 +33,18 @@ def test_dna_variants_are_the_strands_and_frames_the_label_allows():
     assert both == [SEQUENCE, SEQUENCE[1:], SEQUENCE[2:], REVERSE, REVERSE[1:], REVERSE[2:]]
     assert Dna(DnaConfig(k=3, overlapping=True)).variants(SEQUENCE, ["shift"]) == [SEQUENCE]  # no frame to shift
     assert Dna(DnaConfig(k=6)).variants("ACG", ["shift"]) == ["ACG", "CG", "G"]  # never an empty record
+
+
+def test_smiles_variants_are_the_molecule_in_other_atom_orders_drawn_alike_each_time():
+    smiles = Smiles()
+    aspirin = smiles.normalize("CC(=O)Oc1ccccc1C(=O)O")
+    assert smiles.invariances() == ["atom_order"] == smiles.invariances(["atom_order"])  # true of any molecular label
+    assert Dna().invariances() == [] and Dna().invariances(["shift"]) == ["shift"]
+    variants = smiles.variants(aspirin, smiles.invariances())
+    assert variants[0] == aspirin and 1 < len(variants) <= 1 + TEST_TIME_ORDERS and len(set(variants)) == len(variants)
+    assert {smiles.normalize(variant) for variant in variants} == {aspirin}  # one molecule, other strings
+    assert smiles.variants(aspirin, ["atom_order"]) == variants  # seeded by the molecule: the same every time
+    assert smiles.variants(aspirin) == [aspirin] and smiles.variants("C", ["atom_order"]) == ["C"]
 
 
 def test_variants_average_back_to_their_own_record():
@@ -88,3 +103,23 @@ def test_finetuning_scores_both_ways_and_the_saved_model_predicts_averaged(tmp_p
     capsys.readouterr()  # the tiny run's collapse warning
     code = main(["export", "--checkpoint", str(folder), "--out", str(tmp_path / "hf")])
     one_line_error(capsys, code, "predictions averaged over reverse_complement, shift")
+
+
+@pytest.mark.integration
+@pytest.mark.usefixtures("one_torch_thread")
+def test_a_smiles_model_averages_over_atom_orders_that_are_never_canonicalised_back(tmp_path, tiny_smiles_run):
+    out = tmp_path / "esol"
+    assert main(["finetune", "--task", "moleculenet/esol", "--checkpoint", str(tiny_smiles_run), "--epochs", "1",
+                 "--max-train-examples", "64", "--max-valid-examples", "32", "--max-test-examples", "32",
+                 "--test-time-average", "--out", str(out), "--quiet"]) == 0
+    cell = json.loads((out / "results.json").read_text())["cells"][0]
+    assert cell["averaged"]["over"] == ["atom_order"] and cell["averaged"]["variants_per_example"] > 2
+    assert cell["averaged"]["test"]["rmse"] != cell["test"]["rmse"]
+    model = polymask.load_model(out / cell["model_dir"])
+    assert model.averaged_over == ["atom_order"]
+    molecules = ["CC(=O)Oc1ccccc1C(=O)O", "OC(=O)c1ccccc1OC(C)=O", "c1ccccc1"]  # aspirin twice, as two strings
+    averaged = model.predict(molecules)["predicted_measured log solubility in mols per litre"].to_numpy()
+    assert averaged[0] == pytest.approx(averaged[1], abs=1e-6)  # the same molecule, the same variants
+    model.averaged_over = []
+    single = model.predict(molecules)["predicted_measured log solubility in mols per litre"].to_numpy()
+    assert not np.allclose(averaged, single)  # the atom orders reach the prediction

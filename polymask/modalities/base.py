@@ -48,6 +48,9 @@ class Modality:
     #: False when the vocabulary is fixed by the modality (k-mers, residues): with no built-in
     #: tokenizer file, ``build_tokenizer(())`` makes one without a corpus.
     learned_vocabulary: ClassVar[bool] = True
+    #: Transformations that keep every label a record can have (SMILES: the atom order a string is written in), so
+    #: that fine-tuning may draw them and test-time averaging may average over them whatever a task declares.
+    label_free_invariances: ClassVar[tuple[str, ...]] = ()
     #: How ``polymask finetune --data`` splits a table of these records by default: "scaffold" (Bemis-Murcko
     #: groups of molecules, so that test molecules have scaffolds training never saw) or "random".
     default_split: ClassVar[Literal["scaffold", "random"]] = "random"
@@ -72,6 +75,11 @@ class Modality:
         """This modality with fine-tuning's augmentation on: the variants that keep any label, plus those a task
         declares its labels ``invariances`` to (a task spec's ``invariant_to``)."""
         return type(self)(self.config.model_copy(update={"augment": True}))
+
+    def invariances(self, declared: Collection[str] = ()) -> list[str]:
+        """What a task's labels are invariant to: what its spec declares (``invariant_to``), then this modality's
+        ``label_free_invariances``."""
+        return [*declared, *(name for name in self.label_free_invariances if name not in declared)]
 
     def variants(self, text: str, invariances: Collection[str] = ()) -> list[str]:
         """The fixed variants of a normalised record that keep a label invariant to ``invariances`` (a task spec's

@@ -3,8 +3,9 @@ regex tokenizer, which spells any bracket atom outside its vocabulary in pieces 
 from __future__ import annotations
 
 import random
+import zlib
 from collections import Counter
-from typing import Iterable
+from typing import ClassVar, Collection, Iterable
 
 from pydantic import Field
 from rdkit import Chem, RDLogger
@@ -18,6 +19,9 @@ from polymask.modalities.smiles_vocab import PIECE_PREFIX, SMILES_PATTERN, SMILE
 from polymask.tokenization import SPECIAL_TOKENS, add_special_token_processing
 
 RDLogger.DisableLog("rdApp.*")
+
+#: Randomised SMILES per molecule that test-time averaging adds to the molecule as given.
+TEST_TIME_ORDERS = 7
 
 
 def smiles_tokens(smiles: str) -> list[str]:
@@ -66,6 +70,7 @@ class Smiles(Modality):
     default_corpus = ("smiles/nci_first_5k.smi.gz", "smiles/wehi_mols.smi.gz")
     default_columns = ("smiles", "SMILES", "canonical_smiles", "mol")
     default_split = "scaffold"
+    label_free_invariances: ClassVar[tuple[str, ...]] = ("atom_order",)
     config: SmilesConfig
 
     def normalize(self, text: str) -> str:
@@ -84,6 +89,16 @@ class Smiles(Modality):
         elif not self.config.canonical:
             return smiles, changed
         return Chem.MolToSmiles(mol, isomericSmiles=self.config.isomeric, canonical=self.config.canonical), changed
+
+    def variants(self, text: str, invariances: Collection[str] = ()) -> list[str]:
+        """For an ``atom_order``-invariant label (every molecular property): the molecule as given, then up to
+        ``TEST_TIME_ORDERS`` distinct randomised SMILES of it, drawn with a seed taken from the string, so the
+        same molecule always gets the same variants."""
+        if "atom_order" not in invariances:
+            return [text]
+        drawn = Chem.MolToRandomSmilesVect(Chem.MolFromSmiles(text), TEST_TIME_ORDERS,
+                                           randomSeed=zlib.crc32(text.encode()), isomericSmiles=self.config.isomeric)
+        return [text, *dict.fromkeys(smiles for smiles in drawn if smiles != text)]
 
     def augment(self, text: str, rng: random.Random) -> str:
         if not self.config.augment:

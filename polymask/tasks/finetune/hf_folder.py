@@ -134,6 +134,9 @@ class RawInputs(Modality):
     def augmented(self, invariances: Collection[str] = ()) -> "RawInputs":
         return RawInputs(self.inner.augmented(invariances))
 
+    def invariances(self, declared: Collection[str] = ()) -> list[str]:
+        return self.inner.invariances(declared)
+
     def variants(self, text: str, invariances: Collection[str] = ()) -> list[str]:
         return self.inner.variants(text, invariances)
 

@@ -20,7 +20,7 @@ from torch import Tensor
 
 from polymask.checkpoints.finetuned import SaveTarget, save_finetuned
 from polymask.data.batching import Batch, BatchSampler, collate
-from polymask.data.model_inputs import run_batched
+from polymask.data.model_inputs import run_batched, tokenize_normalised
 from polymask.data.variants import expand_variants
 from polymask.errors import ConfigError
 from polymask.modalities.base import Modality
@@ -34,7 +34,7 @@ from polymask.tasks.finetune.loop import fit
 from polymask.tasks.finetune.options import FinetuneConfig
 from polymask.tasks.finetune.saved_meta import finetuned_meta
 from polymask.tasks.metrics.scoring import score
-from polymask.tokenization import SpecialIds, cut_to_max_len
+from polymask.tokenization import SpecialIds
 from polymask.tracking import Reporter
 
 
@@ -49,13 +49,7 @@ class EncodedSplit:
 
 def encode_split(split: TaskSplit, modality: Modality, tokenizer: Tokenizer, max_len: int) -> EncodedSplit:
     """Token ids ([CLS] a [SEP] or [CLS] a [SEP] b [SEP]); over-long examples are truncated and counted."""
-    sep = SpecialIds.of(tokenizer).sep
-    prepared = [tuple(modality.tokenizer_input(text) for text in inputs) for inputs in split.inputs]
-    encodings = tokenizer.encode_batch([p if len(p) == 2 else p[0] for p in prepared])
-    sequences, truncated = [], 0
-    for encoding in encodings:
-        truncated += len(encoding.ids) > max_len
-        sequences.append(cut_to_max_len(encoding.ids, max_len, sep))
+    sequences, truncated = tokenize_normalised(split.inputs, modality, tokenizer, max_len)
     return EncodedSplit(sequences, split.labels, truncated)
 
 
@@ -120,7 +114,8 @@ def finetune(task: TaskData, encoder: Encoder, tokenizer: Tokenizer, modality: M
     features = extra_features(config, modality, train_split)
     train, valid, test = (with_features(encode_split(split, modality, tokenizer, config.max_len), split.inputs, features)
                           for split in (train_split, valid_split, test_split))
-    epoch_data = (augmented_epochs(train_split, modality, tokenizer, config.max_len, seed, spec.invariant_to)
+    invariances = modality.invariances(spec.invariant_to)
+    epoch_data = (augmented_epochs(train_split, modality, tokenizer, config.max_len, seed, invariances)
                   if config.augment else lambda epoch: train)
     head = spec.task_kind(train.labels)  # the kind's loss and prediction rule, fitted to the training labels
     model = spec.task_kind.network(encoder, task.n_outputs, config.pooling, config.dropout,
@@ -147,7 +142,7 @@ def finetune(task: TaskData, encoder: Encoder, tokenizer: Tokenizer, modality: M
                      _predict(model, head, split, config.batch_size, pad, device, config.precision))
 
     def averaged(split: TaskSplit) -> tuple[dict[str, float], float]:
-        variants = expand_variants(split.inputs, modality, spec.invariant_to)
+        variants = expand_variants(split.inputs, modality, invariances)
         encoded = with_features(encode_split(TaskSplit(variants.inputs, split.labels[variants.owner]), modality,
                                              tokenizer, config.max_len), variants.inputs, features)
         predictions = _predict(model, head, encoded, config.batch_size, pad, device, config.precision)
@@ -156,10 +151,10 @@ def finetune(task: TaskData, encoder: Encoder, tokenizer: Tokenizer, modality: M
     fitted = fit(model, config, epoch_batches, loss_of, lambda: evaluate(valid), spec.metric, reporter)
     test_metrics = evaluate(test)
     averaged_scores: dict[str, Any] = {}
-    if config.test_time_average and spec.invariant_to:  # the best epoch's model, chosen on single predictions
+    if config.test_time_average and invariances:  # the best epoch's model, chosen on single predictions
         (valid_averaged, per_record), (test_averaged, _) = averaged(valid_split), averaged(test_split)
         averaged_scores["averaged"] = {"valid": valid_averaged, "test": test_averaged,
-                                       "variants_per_example": per_record, "over": list(spec.invariant_to)}
+                                       "variants_per_example": per_record, "over": invariances}
     for name, split in task.extra_tests.items():
         capped = subset(split, config.max_test_examples, fixed)
         encoded = with_features(encode_split(capped, modality, tokenizer, config.max_len), capped.inputs, features)
