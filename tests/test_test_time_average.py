@@ -1,6 +1,7 @@
 """Test-time averaging over a label's invariances: DNA's strands and frames, SMILES atom orders, the mean over
 them, the benchmark's extra row and a saved model that predicts the way it was scored."""
 import json
+import random
 
 import numpy as np
 import pytest
@@ -8,9 +9,9 @@ import pytest
 import polymask
 from polymask.checkpoints.finetuned import SaveTarget
 from polymask.checkpoints.pretrained import read_checkpoint
-from polymask.data.variants import expand_variants
+from polymask.data.variants import encode_variants, expand_variants
 from polymask.modalities.dna import Dna, DnaConfig
-from polymask.modalities.smiles import TEST_TIME_ORDERS, Smiles
+from polymask.modalities.smiles import TEST_TIME_ORDERS, Smiles, SmilesConfig
 from polymask.tasks.benchmark.runner import AVERAGED, with_averaged_rows
 from polymask.tasks.data.loading import TaskData, load_task, subset
 from polymask.tasks.data.spec import load_task_spec
@@ -45,6 +46,29 @@ def test_smiles_variants_are_the_molecule_in_other_atom_orders_drawn_alike_each_
     assert {smiles.normalize(variant) for variant in variants} == {aspirin}  # one molecule, other strings
     assert smiles.variants(aspirin, ["atom_order"]) == variants  # seeded by the molecule: the same every time
     assert smiles.variants(aspirin) == [aspirin] and smiles.variants("C", ["atom_order"]) == ["C"]
+    phenol = "Oc1ccccc1"  # its string's crc32 is above 2^31, where RDKit would draw unseeded
+    drawn = smiles.variants(phenol, ["atom_order"])
+    Smiles(SmilesConfig(augment=True)).augment(aspirin, random.Random(0))  # RDKit's own generator moves on
+    assert smiles.variants(phenol, ["atom_order"]) == drawn and len(drawn) > 1
+    explicit = "[H]OC([H])([H])C"
+    assert all(variant.count("[H]") == 3 for variant in smiles.variants(explicit, ["atom_order"]))
+
+
+def test_a_pair_cycles_its_part_with_fewer_variants_and_a_variant_cut_where_its_record_is_not_is_dropped():
+    smiles = Smiles()
+    pair = expand_variants([("CC(=O)Oc1ccccc1C(=O)O", "O")], smiles, ["atom_order"])
+    assert len(pair.inputs) > 1 and {second for _, second in pair.inputs} == {"O"}
+    long_chain = "C" * 10 + "(C)" + "C" * 10  # its other atom orders are longer: branches move
+    tokenizer = smiles.build_tokenizer([long_chain])
+    record_length = len(tokenizer.encode(long_chain).ids)
+    variants, ids = encode_variants([(long_chain,), ("CCO",)], smiles, tokenizer, record_length, ["atom_order"])
+    assert variants.inputs[0] == (long_chain,) and all(len(row) <= record_length for row in ids)
+    everything = expand_variants([(long_chain,), ("CCO",)], smiles, ["atom_order"])
+    assert len(variants.inputs) < len(everything.inputs)  # the longer orders of the chain are gone
+    assert set(variants.owner.tolist()) == {0, 1} and len(ids) == len(variants.inputs)
+    dna, dna_ids = encode_variants([(SEQUENCE,)], Dna(DnaConfig(k=2)), Dna(DnaConfig(k=2)).build_tokenizer(), 4,
+                                   ["reverse_complement"])
+    assert len(dna.inputs) == 2  # both strands cut alike: a cut DNA record keeps its variants
 
 
 def test_variants_average_back_to_their_own_record():

@@ -114,15 +114,15 @@ def encode_records(inputs: Sequence[Inputs], reasons: Sequence[str | None], moda
 
 
 def tokenize_normalised(inputs: Sequence[tuple[str, ...]], modality: Modality, tokenizer: Tokenizer,
-                        max_len: int) -> tuple[list[list[int]], int]:
+                        max_len: int) -> tuple[list[list[int]], list[bool]]:
     """Token ids of records already normalised (a task's splits, their augmented or test-time variants), as
-    fine-tuning reads them: [CLS] a [SEP] or [CLS] a [SEP] b [SEP], cut to ``max_len``; and how many were cut.
+    fine-tuning reads them: [CLS] a [SEP] or [CLS] a [SEP] b [SEP], cut to ``max_len``; and which were cut.
     Never normalised again: a randomised SMILES stays the atom order it was drawn in."""
     sep = SpecialIds.of(tokenizer).sep
     prepared = [tuple(modality.tokenizer_input(text) for text in parts) for parts in inputs]
     encodings = tokenizer.encode_batch([parts if len(parts) == 2 else parts[0] for parts in prepared])
     ids = [encoding.ids for encoding in encodings]
-    return [cut_to_max_len(row, max_len, sep) for row in ids], sum(len(row) > max_len for row in ids)
+    return [cut_to_max_len(row, max_len, sep) for row in ids], [len(row) > max_len for row in ids]
 
 
 def run_batched(sequences: Sequence[list[int]], forward: Callable[[Batch, np.ndarray], np.ndarray], width: int,

@@ -1,12 +1,15 @@
 """Test-time averaging: each record's label-preserving variants (``Modality.variants``: for a strand-free DNA label,
-both strands and every k-mer reading frame), predicted one by one and averaged back to one row per record."""
+both strands and every k-mer reading frame; for a molecule, other atom orders), predicted one by one and averaged
+back to one row per record."""
 from __future__ import annotations
 
 from dataclasses import dataclass
 from typing import Collection, Sequence
 
 import numpy as np
+from tokenizers import Tokenizer
 
+from polymask.data.model_inputs import tokenize_normalised
 from polymask.modalities.base import Modality
 
 
@@ -32,12 +35,28 @@ class Variants:
 
 def expand_variants(records: Sequence[tuple[str, ...]], modality: Modality,
                     invariances: Collection[str]) -> Variants:
-    """The variants of normalised ``records`` under ``invariances`` (a task spec's ``invariant_to``). The two parts
-    of a pair record vary together, variant i of each, as many as the part with fewer has."""
+    """The variants of normalised ``records`` under ``invariances`` (a task spec's ``invariant_to``). The parts of a
+    pair record vary together, variant i of each, the part with fewer cycled (a symmetric molecule has few atom
+    orders)."""
     inputs: list[tuple[str, ...]] = []
     owner: list[int] = []
     for index, parts in enumerate(records):
-        varied = list(zip(*(modality.variants(part, invariances) for part in parts)))
-        inputs += varied
-        owner += [index] * len(varied)
+        options = [modality.variants(part, invariances) for part in parts]
+        count = max(map(len, options))
+        inputs += [tuple(each[i % len(each)] for each in options) for i in range(count)]
+        owner += [index] * count
     return Variants(inputs, np.array(owner, dtype=np.int64), len(records))
+
+
+def encode_variants(records: Sequence[tuple[str, ...]], modality: Modality, tokenizer: Tokenizer, max_len: int,
+                    invariances: Collection[str]) -> tuple[Variants, list[list[int]]]:
+    """``expand_variants`` and the token ids of each variant (``tokenize_normalised``), less the variants cut to
+    ``max_len`` where their record is not: a randomised SMILES can run longer than the record, and half a molecule
+    is another molecule. Each record keeps its first variant, itself."""
+    variants = expand_variants(records, modality, invariances)
+    ids, cut = tokenize_normalised(variants.inputs, modality, tokenizer, max_len)
+    cut = np.asarray(cut, dtype=bool)
+    first = np.r_[True, variants.owner[1:] != variants.owner[:-1]]
+    kept = np.flatnonzero(first | ~cut | cut[first][variants.owner])
+    return (Variants([variants.inputs[i] for i in kept], variants.owner[kept], variants.records),
+            [ids[i] for i in kept])

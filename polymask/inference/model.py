@@ -19,9 +19,8 @@ from tokenizers import Tokenizer
 from polymask.checkpoints.finetuned import read_finetuned, resolve_finetuned
 from polymask.checkpoints.pretrained import LoadedCheckpoint
 from polymask.checkpoints.pretrained import read_checkpoint
-from polymask.data.model_inputs import (Encoded, Inputs, as_inputs, encode_records, run_batched,
-                                        tokenize_normalised)
-from polymask.data.variants import expand_variants
+from polymask.data.model_inputs import Encoded, Inputs, as_inputs, encode_records, run_batched
+from polymask.data.variants import encode_variants
 from polymask.encoder_config import fill_legacy_defaults
 from polymask.errors import CheckpointError
 from polymask.inference.columns import REASON, Applied
@@ -219,8 +218,7 @@ class FinetunedModel(AppliedEncoder):
                                desc="predict")
 
         if len(accepted) and self.averaged_over:  # chosen at fine-tuning: the mean over each record's variants
-            variants = expand_variants(records, self.modality, self.averaged_over)
-            varied, _ = tokenize_normalised(variants.inputs, self.modality, self.tokenizer, self.max_len)
+            variants, varied = encode_variants(records, self.modality, self.tokenizer, self.max_len, self.averaged_over)
             outputs[accepted] = variants.average(run(varied, variants.inputs))
         elif len(accepted):  # (with none accepted, every row keeps its reason)
             outputs[accepted] = run([encoded.ids[i] for i in accepted], records)

@@ -96,17 +96,23 @@ class Smiles(Modality):
         same molecule always gets the same variants."""
         if "atom_order" not in invariances:
             return [text]
-        drawn = Chem.MolToRandomSmilesVect(Chem.MolFromSmiles(text), TEST_TIME_ORDERS,
-                                           randomSeed=zlib.crc32(text.encode()), isomericSmiles=self.config.isomeric)
-        return [text, *dict.fromkeys(smiles for smiles in drawn if smiles != text)]
+        seed = zlib.crc32(text.encode()) % (2**31 - 1) + 1  # RDKit draws unseeded outside 1 .. 2^31 - 1
+        return [text, *dict.fromkeys(smiles for smiles in self._random_orders(text, TEST_TIME_ORDERS, seed)
+                                     if smiles != text)]
 
     def augment(self, text: str, rng: random.Random) -> str:
         if not self.config.augment:
             return text
-        mol = Chem.MolFromSmiles(text)
-        variants = Chem.MolToRandomSmilesVect(mol, 1, randomSeed=rng.randrange(2**31),
-                                              isomericSmiles=self.config.isomeric)
-        return variants[0]
+        return self._random_orders(text, 1, rng.randrange(1, 2**31))[0]
+
+    def _random_orders(self, text: str, count: int, seed: int) -> list[str]:
+        """``count`` randomised SMILES of a normalised record, drawn with ``seed``; parsed as ``normalize`` parses
+        (explicit hydrogens kept). A record RDKit no longer reads (it read it when normalising) stays as it is."""
+        try:
+            mol = parse_molecule(text)
+        except InvalidRecord:
+            return [text] * count
+        return list(Chem.MolToRandomSmilesVect(mol, count, randomSeed=seed, isomericSmiles=self.config.isomeric))
 
     def build_tokenizer(self, texts: Iterable[str], vocab_size: int | None = None) -> Tokenizer:
         """The base vocabulary (organic subset, bonds, ring closures, common bracket atoms, bracket pieces) plus

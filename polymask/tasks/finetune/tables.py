@@ -21,7 +21,7 @@ from torch import Tensor
 from polymask.checkpoints.finetuned import SaveTarget, save_finetuned
 from polymask.data.batching import Batch, BatchSampler, collate
 from polymask.data.model_inputs import run_batched, tokenize_normalised
-from polymask.data.variants import expand_variants
+from polymask.data.variants import encode_variants
 from polymask.errors import ConfigError
 from polymask.modalities.base import Modality
 from polymask.model.encoder import Encoder
@@ -49,8 +49,8 @@ class EncodedSplit:
 
 def encode_split(split: TaskSplit, modality: Modality, tokenizer: Tokenizer, max_len: int) -> EncodedSplit:
     """Token ids ([CLS] a [SEP] or [CLS] a [SEP] b [SEP]); over-long examples are truncated and counted."""
-    sequences, truncated = tokenize_normalised(split.inputs, modality, tokenizer, max_len)
-    return EncodedSplit(sequences, split.labels, truncated)
+    sequences, cut = tokenize_normalised(split.inputs, modality, tokenizer, max_len)
+    return EncodedSplit(sequences, split.labels, sum(cut))
 
 
 def augmented_epochs(split: TaskSplit, modality: Modality, tokenizer: Tokenizer, max_len: int, seed: int,
@@ -142,9 +142,9 @@ def finetune(task: TaskData, encoder: Encoder, tokenizer: Tokenizer, modality: M
                      _predict(model, head, split, config.batch_size, pad, device, config.precision))
 
     def averaged(split: TaskSplit) -> tuple[dict[str, float], float]:
-        variants = expand_variants(split.inputs, modality, invariances)
-        encoded = with_features(encode_split(TaskSplit(variants.inputs, split.labels[variants.owner]), modality,
-                                             tokenizer, config.max_len), variants.inputs, features)
+        variants, ids = encode_variants(split.inputs, modality, tokenizer, config.max_len, invariances)
+        rows = features.transform(molecules(split.inputs))[variants.owner] if features else None  # one per record
+        encoded = EncodedSplit(ids, split.labels[variants.owner], 0, rows)
         predictions = _predict(model, head, encoded, config.batch_size, pad, device, config.precision)
         return score(metric_names, split.labels, variants.average(predictions)), variants.per_record
 
