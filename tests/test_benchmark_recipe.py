@@ -20,7 +20,10 @@ def test_the_recipe_fills_what_the_command_line_leaves_out_and_yields_to_it():
     assert config().model_dump() == FinetuneConfig(**recipe).model_dump()
     chosen = config("--lr", "5e-5", "--epochs", "2", "--set", "max_len=32")
     assert (chosen.lr, chosen.epochs, chosen.max_len, chosen.patience) == (5e-5, 2, 32, recipe["patience"])
-    assert config(benchmark="moleculenet").lr == FinetuneConfig().lr  # no recipe: the defaults
+    assert config(benchmark=None).lr == FinetuneConfig().lr  # no benchmark (a user's own table): the defaults
+    moleculenet = config(benchmark="moleculenet")  # chosen on validation: docs/results/moleculenet-recipe/
+    assert (moleculenet.lr, moleculenet.epochs, moleculenet.patience) == (1e-3, 30, 8)
+    assert moleculenet.for_task("hiv").epochs == 10 and moleculenet.for_task("bace").epochs == 30
 
 
 def test_a_recipe_setting_per_task_reaches_that_task_and_yields_to_an_explicit_one():
