@@ -66,9 +66,11 @@ def test_a_pair_cycles_its_part_with_fewer_variants_and_a_variant_cut_where_its_
     everything = expand_variants([(long_chain,), ("CCO",)], smiles, ["atom_order"])
     assert len(variants.inputs) < len(everything.inputs)  # the longer orders of the chain are gone
     assert set(variants.owner.tolist()) == {0, 1} and len(ids) == len(variants.inputs)
-    dna, dna_ids = encode_variants([(SEQUENCE,)], Dna(DnaConfig(k=2)), Dna(DnaConfig(k=2)).build_tokenizer(), 4,
-                                   ["reverse_complement"])
-    assert len(dna.inputs) == 2  # both strands cut alike: a cut DNA record keeps its variants
+    assert encode_variants([], smiles, tokenizer, 8, ["atom_order"])[0].records == 0
+    k6 = Dna(DnaConfig(k=6))
+    window = "ACGTTGCAAG" * 9 + "ACGTTG"  # 96 bases: 16 6-mers, [CLS] and [SEP]; other frames leave single bases
+    dna, dna_ids = encode_variants([(window,)], k6, k6.build_tokenizer(), 18, ["reverse_complement", "shift"])
+    assert len(dna.inputs) == 12 == len(dna_ids)  # DNA is cut into windows anyway: every strand and frame stays
 
 
 def test_variants_average_back_to_their_own_record():

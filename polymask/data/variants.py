@@ -50,13 +50,17 @@ def expand_variants(records: Sequence[tuple[str, ...]], modality: Modality,
 
 def encode_variants(records: Sequence[tuple[str, ...]], modality: Modality, tokenizer: Tokenizer, max_len: int,
                     invariances: Collection[str]) -> tuple[Variants, list[list[int]]]:
-    """``expand_variants`` and the token ids of each variant (``tokenize_normalised``), less the variants cut to
-    ``max_len`` where their record is not: a randomised SMILES can run longer than the record, and half a molecule
-    is another molecule. Each record keeps its first variant, itself."""
+    """``expand_variants`` and the token ids of each variant (``tokenize_normalised``); for a modality whose records
+    are never cut (SMILES: half a molecule is another molecule), less the variants cut to ``max_len`` where their
+    record is not (a randomised SMILES can run longer than the record). Each record keeps its first variant, itself."""
     variants = expand_variants(records, modality, invariances)
     ids, cut = tokenize_normalised(variants.inputs, modality, tokenizer, max_len)
+    if modality.overflow != "skip" or modality.packed:
+        return variants, ids
     cut = np.asarray(cut, dtype=bool)
-    first = np.r_[True, variants.owner[1:] != variants.owner[:-1]]
-    kept = np.flatnonzero(first | ~cut | cut[first][variants.owner])
+    first = np.diff(variants.owner, prepend=-1) != 0  # owner is sorted: a record's variants are consecutive
+    record_cut = np.zeros(variants.records, dtype=bool)
+    record_cut[variants.owner[first]] = cut[first]
+    kept = np.flatnonzero(first | ~cut | record_cut[variants.owner])
     return (Variants([variants.inputs[i] for i in kept], variants.owner[kept], variants.records),
             [ids[i] for i in kept])

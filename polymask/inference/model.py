@@ -205,12 +205,14 @@ class FinetunedModel(AppliedEncoder):
         outputs = np.full((len(inputs), self.task["n_outputs"]), np.nan)
 
         records = [encoded.records[i] for i in accepted]
+        features = self.features.transform(molecules(records)) if self.features and records else None
 
-        def run(ids: Sequence[list[int]], examples: Sequence[tuple[str, ...]]) -> np.ndarray:
-            features = self.features.transform(molecules(examples)) if self.features else None
+        def run(ids: Sequence[list[int]], owner: np.ndarray) -> np.ndarray:
+            """Predictions for ``ids``, each example reading the features of the record ``owner`` names."""
+            rows_of = features[owner] if features is not None else None
 
             def forward(batch: Any, indices: np.ndarray) -> np.ndarray:
-                rows = feature_rows(features, indices, self.device)
+                rows = feature_rows(rows_of, indices, self.device)
                 extra = {} if rows is None else {"features": rows}
                 return self.head.predict(self.network(batch.input_ids, batch.attention_mask, **extra))
 
@@ -219,9 +221,9 @@ class FinetunedModel(AppliedEncoder):
 
         if len(accepted) and self.averaged_over:  # chosen at fine-tuning: the mean over each record's variants
             variants, varied = encode_variants(records, self.modality, self.tokenizer, self.max_len, self.averaged_over)
-            outputs[accepted] = variants.average(run(varied, variants.inputs))
+            outputs[accepted] = variants.average(run(varied, variants.owner))
         elif len(accepted):  # (with none accepted, every row keeps its reason)
-            outputs[accepted] = run([encoded.ids[i] for i in accepted], records)
+            outputs[accepted] = run([encoded.ids[i] for i in accepted], np.arange(len(records)))
         frame = pd.DataFrame(self.kind.prediction_columns(self.task, outputs))
         frame[REASON] = encoded.reasons
         return Applied(frame, len(accepted), len(inputs) - len(accepted), encoded.truncated, encoded.unknown)
