@@ -41,8 +41,9 @@ class FinetuneConfig(StrictModel):
     test_time_average: bool = Field(
         False, description="also score each validation and test example by the mean prediction over its variants "
                            "that keep the label (the spec's invariant_to; DNA: both strands, every k-mer reading "
-                           "frame; SMILES: the molecule and 7 randomised atom orders): a second row, '<system> + test-time average', from the same fine-tuned models, "
-                           "and a saved model then predicts that way; tasks without invariances are unaffected")
+                           "frame; SMILES: the molecule and 7 randomised atom orders): a second row, '<system> + "
+                           "test-time average', from the same fine-tuned models, and a saved model then predicts "
+                           "that way; tasks without invariances are unaffected")
     extra_features: list[Literal["morgan", "rdkit2d"]] = Field(
         default_factory=list, description="molecular features concatenated to the pooled embedding before the head, "
                                           "as chemprop's extra features (SMILES tasks): morgan (ECFP4, 2048 bits), "

@@ -141,9 +141,10 @@ def finetune(task: TaskData, encoder: Encoder, tokenizer: Tokenizer, modality: M
         return score(metric_names, split.labels,
                      _predict(model, head, split, config.batch_size, pad, device, config.precision))
 
-    def averaged(split: TaskSplit) -> tuple[dict[str, float], float]:
+    def averaged(split: TaskSplit, single: EncodedSplit) -> tuple[dict[str, float], float]:
+        """Scores of the mean prediction over each record's variants; they read their record's features (``single``)."""
         variants, ids = encode_variants(split.inputs, modality, tokenizer, config.max_len, invariances)
-        rows = features.transform(molecules(split.inputs))[variants.owner] if features else None  # one per record
+        rows = single.features[variants.owner] if single.features is not None else None
         encoded = EncodedSplit(ids, split.labels[variants.owner], 0, rows)
         predictions = _predict(model, head, encoded, config.batch_size, pad, device, config.precision)
         return score(metric_names, split.labels, variants.average(predictions)), variants.per_record
@@ -152,7 +153,7 @@ def finetune(task: TaskData, encoder: Encoder, tokenizer: Tokenizer, modality: M
     test_metrics = evaluate(test)
     averaged_scores: dict[str, Any] = {}
     if config.test_time_average and invariances:  # the best epoch's model, chosen on single predictions
-        (valid_averaged, per_record), (test_averaged, _) = averaged(valid_split), averaged(test_split)
+        (valid_averaged, per_record), (test_averaged, _) = averaged(valid_split, valid), averaged(test_split, test)
         averaged_scores["averaged"] = {"valid": valid_averaged, "test": test_averaged,
                                        "variants_per_example": per_record, "over": invariances}
     for name, split in task.extra_tests.items():
