@@ -3,6 +3,7 @@ from __future__ import annotations
 
 import argparse
 import difflib
+import os
 import sys
 from pathlib import Path
 from typing import Any, Callable
@@ -11,7 +12,7 @@ from polymask.builtin_models import checkpoint_path
 from polymask.cli_options import add_model_options, add_plugin_option, settings_from
 from polymask.config import DataConfig, TrainConfig
 from polymask.encoder_config import EncoderConfig
-from polymask.errors import ConfigError, PolymaskError
+from polymask.errors import ConfigError, PolymaskError, RankLost
 from polymask.jsonio import dumps
 from polymask.registry import UnknownNameError, did_you_mean
 
@@ -326,6 +327,10 @@ def main(argv: list[str] | None = None) -> int:
     try:
         load_plugins(getattr(args, "plugin", None))
         return args.handler(args)
+    except RankLost as exc:  # tearing down a group whose peer is gone can wait out each queued collective
+        print(f"polymask: error: {exc}", file=sys.stderr, flush=True)
+        sys.stdout.flush()
+        os._exit(2)
     except (PolymaskError, UnknownNameError) as exc:
         print(f"polymask: error: {exc}", file=sys.stderr)
         return 2
