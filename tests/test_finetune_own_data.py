@@ -8,17 +8,19 @@ import gzip
 import json
 from pathlib import Path
 
+import numpy as np
 import pandas as pd
 import pytest
 from conftest import one_line_error
 
 import polymask
 from polymask.cli import main
-from polymask.errors import ConfigError
+from polymask.data.records import normalize_record
+from polymask.errors import ConfigError, DataError, InvalidRecord
 from polymask.modalities import MODALITIES
 from polymask.resources import builtin_dir
 from polymask.tasks.data.loading import load_task
-from polymask.tasks.data.own_table import own_task_spec, target_kind
+from polymask.tasks.data.own_table import describe_own_task, own_task_spec, target_kind
 
 ESOL_TARGET = "measured log solubility in mols per litre"
 #: Tiny caps: one epoch of a 2x64 encoder on ~50 molecules runs in a second or two.
@@ -66,8 +68,13 @@ def test_the_kind_is_inferred_from_real_targets(file, columns, kind, classes):
 
 
 @pytest.mark.parametrize("values, kind, expected", [
-    ({"y": ["active", "inactive", "active"]}, None, ("binary", ["active", "inactive"])),
+    ({"y": ["active", "inactive", "active"]}, None, ("binary", ["inactive", "active"])),  # [negative, positive]
+    ({"y": ["BBB+", "BBB-"]}, None, ("binary", ["BBB-", "BBB+"])),
+    ({"y": ["non-toxic", "toxic"]}, None, ("binary", ["non-toxic", "toxic"])),
+    ({"y": ["yes", "no"]}, None, ("binary", ["no", "yes"])),
     ({"y": ["-1", "1", "1"]}, None, ("binary", ["-1", "1"])),
+    ({"y": ["1.5", "-2", "3", "1e-3"]}, None, ("regression", None)),
+    ({"y": ["1.5", "inf", "3"]}, None, ("regression", None)),  # the row with inf is skipped when the task loads
     ({"y": ["low", "mid", "high"]}, None, ("multiclass", ["high", "low", "mid"])),
     ({"y": ["0", "1", "", "nan", "1.0"]}, None, ("binary", None)),  # blanks and "nan" are missing labels
     ({"y": ["2", "0", "1", "10"]}, "multiclass", ("multiclass", ["0", "1", "2", "10"])),
@@ -85,6 +92,9 @@ def test_text_classes_and_explicit_kinds(values, kind, expected):
     ({"a": ["x", "y", "z"], "b": ["x", "y", "z"]}, "multiclass", "predicts one column"),
     ({"y": ["1", "1"]}, None, "one class only"),
     ({"y": ["", "nan"]}, None, "hold no values"),
+    ({"y": ["-0.66", "?", "1.2", "0.5"]}, None, r"column 'y' mixes numbers and text \(\?\)"),  # a stray cell
+    ({"y": ["1.5", ">10", "2.3", "4.1"]}, None, "mixes numbers and text"),  # a censored value
+    ({"y": ["0.0", "1", "0", "2"]}, "multiclass", r"column 'y': one class is written two ways \(0, 0\.0\)"),
 ])
 def test_an_impossible_kind_is_one_clear_error(values, kind, words):
     with pytest.raises(ConfigError, match=words):
@@ -110,9 +120,66 @@ def test_a_smiles_table_gets_a_scaffold_split_and_its_bad_rows_counted(tmp_path,
     assert task.skipped[0]["line"] == 7 and task.skipped[0]["source"] == str(path.resolve())
 
 
+def test_a_label_that_is_not_finite_is_a_counted_row(tmp_path, smiles):
+    rows = moleculenet_rows("delaney-processed", ["smiles", ESOL_TARGET], 40)
+    rows[3][1] = "inf"
+    task = load_task(own_task_spec(write_csv(tmp_path / "s.csv", ["smiles", "logS"], rows), ["logS"], smiles), smiles)
+    assert [(s["line"], s["reason"]) for s in task.skipped] == [(5, "label 'inf' is not finite")]
+    assert np.isfinite(task.train.labels).all()
+
+
+@pytest.mark.parametrize("header, targets, words", [
+    (["smiles", "logS", "logS"], ["logS"], r"names column 'logS' 2 times \(columns \[2, 3\]\)"),
+    (["smiles", "logS", "x"], ["logS", "logS"], "column 'logS' is asked for twice"),
+])
+def test_a_column_named_twice_is_one_error(tmp_path, smiles, header, targets, words):
+    rows = [row + ["1.0"] for row in moleculenet_rows("delaney-processed", ["smiles", ESOL_TARGET], 20)]
+    with pytest.raises(DataError, match=words):
+        own_task_spec(write_csv(tmp_path / "s.csv", header, rows), targets, smiles)
+
+
+def test_a_tab_separated_file_named_csv_says_so(tmp_path, smiles):
+    rows = moleculenet_rows("delaney-processed", ["smiles", ESOL_TARGET], 20)
+    path = write_csv(tmp_path / "s.csv", ["smiles", "logS"], rows, delimiter="\t")
+    with pytest.raises(DataError, match=r"holds tabs: a tab-separated file is read as one when named \.tsv"):
+        own_task_spec(path, ["logS"], smiles)
+
+
+def _readable(modality, record: str) -> bool:
+    try:
+        normalize_record(modality, record)
+    except InvalidRecord:
+        return False
+    return True
+
+
+def test_a_validation_split_with_one_class_is_one_error(tmp_path, smiles):
+    """60 BBBP molecules whose only 2 positives fall in the scaffold training split: ROC-AUC is undefined on
+    validation, which the run would have chosen its epoch by."""
+    rows = moleculenet_rows("BBBP", ["smiles", "p_np"], 80)
+    rows = [row for row in rows if _readable(smiles, row[0])][:60]  # BBBP holds a few molecules RDKit refuses
+    path = write_csv(tmp_path / "bbb.csv", ["smiles", "y"], [[m, str(i % 2)] for i, (m, _) in enumerate(rows)])
+    training = set(load_task(own_task_spec(path, ["y"], smiles), smiles).train.inputs)
+    positives = [i for i, (m, _) in enumerate(rows) if (normalize_record(smiles, m),) in training][:2]
+    write_csv(path, ["smiles", "y"], [[m, "1" if i in positives else "0"] for i, (m, _) in enumerate(rows)])
+    with pytest.raises(DataError, match=r"bbb.csv: own-data/bbb-y: its scaffold validation split \(\d+ of 60 usable rows\) holds "
+                                        r"one class only in every label column \(positives: 'y' 0 of \d+\), so roc_auc "
+                                        r"is undefined there: add data or try --split random"):
+        load_task(own_task_spec(path, ["y"], smiles), smiles)
+
+
+def test_how_the_table_was_read_is_said(tmp_path, smiles):
+    rows = [[smiles_, "active" if y == "1" else "inactive"] for smiles_, y in moleculenet_rows("BBBP", ["smiles", "p_np"], 40)]
+    spec = own_task_spec(write_csv(tmp_path / "b.csv", ["smiles", "y"], rows), ["y"], smiles)
+    assert describe_own_task(spec) == (f"{tmp_path / 'b.csv'}: 'y' read as binary (inactive = 0, active = 1 (positive)), "
+                                       f"scored by roc_auc; scaffold split 80/10/10 (--kind and --split choose otherwise)")
+
+
 @pytest.mark.parametrize("suffix", [".tsv", ".jsonl", ".parquet"])
 def test_tsv_jsonl_and_parquet_tables_read_as_the_csv(tmp_path, smiles, suffix):
-    rows = moleculenet_rows("clintox", ["smiles", "FDA_APPROVED", "CT_TOX"], 40)
+    every = moleculenet_rows("clintox", ["smiles", "FDA_APPROVED", "CT_TOX"], 2000)
+    toxic, other = ([row for row in every if row[2] == flag][:30] for flag in ("1", "0"))
+    rows = [row for pair in zip(toxic, other) for row in pair]  # both classes in each split
     csv_file = write_csv(tmp_path / "tox.csv", ["smiles", "approved", "toxic"], rows)
     csv_spec = own_task_spec(csv_file, ["approved", "toxic"], smiles, split="random")
     frame = pd.DataFrame(rows, columns=["smiles", "approved", "toxic"]).astype({"approved": int, "toxic": int})

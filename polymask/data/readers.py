@@ -124,14 +124,20 @@ def pick_column(available: Sequence[str], wanted: str | None, defaults: Sequence
     none present tells to name one with ``option``."""
     if wanted is not None:
         if wanted not in available:
-            raise DataError(f"{source}: no column '{wanted}'; columns are {list(available)}")
+            raise DataError(f"{source}: no column '{wanted}'; columns are {list(available)}{tab_hint(available)}")
         return wanted
     lowered = {name.lower(): name for name in available}
     for candidate in defaults:
         if candidate.lower() in lowered:
             return lowered[candidate.lower()]
-    raise DataError(f"{source}: none of the columns {list(available)} is one of {list(defaults)}; "
-                    f"name one with {option}")
+    raise DataError(f"{source}: none of the columns {list(available)} is one of {list(dict.fromkeys(defaults))}; "
+                    f"name one with {option}{tab_hint(available)}")
+
+
+def tab_hint(header: Sequence[str]) -> str:
+    """What to do when a header read as comma-separated holds tabs ("" when it does not)."""
+    return " (the header holds tabs: a tab-separated file is read as one when named .tsv)" \
+        if any("\t" in name for name in header) else ""
 
 
 def _read_lines(path: Path, column: str | None, defaults: Sequence[str]) -> Iterator[Record]:

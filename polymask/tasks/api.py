@@ -11,6 +11,7 @@ silent, a benchmark's recipe (``tasks/<benchmark>/recipe.yaml``) and then the de
 """
 from __future__ import annotations
 
+import sys
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Mapping, Sequence
 
@@ -21,6 +22,7 @@ from polymask.tasks.benchmark.runner import cell_path, report_settings, run_benc
 from polymask.tasks.benchmark.systems import pretrained_systems, reference_systems
 from polymask.tasks.data.loading import TableSource, TaskData
 from polymask.tasks.data.loading import load_task as load_task_data
+from polymask.tasks.data.own_table import describe_own_task
 from polymask.tasks.data.spec import OwnDataSplit, TableKind, TaskSpec, as_task_spec, benchmark_tasks
 from polymask.tasks.finetune.hf_folder import is_hf_folder
 from polymask.tasks.finetune.recipe import recipe_settings
@@ -61,7 +63,9 @@ def run_finetune(checkpoint: Path, task: str | TaskSpec | None, data: Path | Non
     if data is not None:
         config = recipe_settings(None, given)
         system, spec = own_data_task(data, targets, checkpoint, config, input_column, kind, split)
-        systems, location = [system], str(data)
+        systems, location = [system], describe_own_task(spec)
+        if progress:
+            print(f"polymask: {location}", file=sys.stderr)
     else:
         spec = as_task_spec(task)
         config = recipe_settings(spec.benchmark, given)

@@ -98,8 +98,9 @@ def add_commands(sub: argparse._SubParsersAction) -> None:
                           help="with --data: the column of inputs (default: the checkpoint modality's usual names, "
                                "e.g. smiles, SMILES, sequence, text)")
     finetune.add_argument("--kind", choices=TABLE_KINDS,
-                          help="with --data: the task (default: inferred from the targets: 0/1 or two classes: binary, "
-                               "one task per column; other numbers: regression; more text classes: multiclass)")
+                          help="with --data: the task (default: inferred from the targets: 0/1 or two values in all: "
+                               "binary, one task per column, the class that reads as 'no' negative; more numbers: "
+                               "regression; more text classes: multiclass)")
     finetune.add_argument("--split", choices=OWN_DATA_SPLITS,
                           help="with --data: scaffold (Bemis-Murcko, DeepChem's) or random (default: scaffold for "
                                "SMILES, random otherwise)")

@@ -209,8 +209,8 @@ def write_report(out: Path, title: str, rows: list[dict[str, Any]], results: dic
     lines += _main_table(rows, systems, tasks) + _further_metrics(rows, systems, tasks)
     lines += sections or []
     lines += _validation_section(valid_rows or [], systems, tasks)
-    lines += ["", "## Tasks", "", "| task | split | evaluated on | metric | train / valid / test | invalid inputs "
-              "skipped | duplicates removed | truncated |", "|---|---|---|---|---|---|---|---|"]
+    lines += ["", "## Tasks", "", "| task | split | evaluated on | metric | train / valid / test | rows skipped "
+              "(invalid or unlabelled) | duplicates removed | truncated |", "|---|---|---|---|---|---|---|---|"]
     for task in tasks:
         detail = results["tasks"].get(task)
         row = next((r for r in rows if r["task"] == task), None)

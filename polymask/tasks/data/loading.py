@@ -15,7 +15,15 @@ from typing import Any, Iterator, Mapping, Sequence, Union
 
 import numpy as np
 
-from polymask.data.readers import check_readable, csv_rows, file_kind, jsonl_objects, open_text, parquet_table
+from polymask.data.readers import (
+    check_readable,
+    csv_rows,
+    file_kind,
+    jsonl_objects,
+    open_text,
+    parquet_table,
+    tab_hint,
+)
 from polymask.data.records import normalize_record
 from polymask.errors import DataError, InvalidRecord, TaskFileMissing
 from polymask.modalities.base import Modality
@@ -102,9 +110,12 @@ def _label(value: str, spec: TaskSpec) -> float:
             raise InvalidRecord(f"label {value!r} is not one of {spec.label_values}")
         return float(spec.label_values.index(value))
     try:
-        return float(value)
+        number = float(value)
     except ValueError:
         raise InvalidRecord(f"label {value!r} is not a number") from None
+    if not np.isfinite(number):
+        raise InvalidRecord(f"label {value!r} is not finite")
+    return number
 
 
 def _delimited_rows(path: Path, delimiter: str, quoting: bool) -> Iterator[Row]:
@@ -166,10 +177,19 @@ def table_file_rows(source: TableSource, delimiter: str = ",", quoting: bool = T
 
 
 def require_columns(source: TableSource, header: Sequence[str], names: Sequence[str]) -> None:
-    """``DataError`` naming the file when a column of ``names`` is not in its ``header``."""
+    """``DataError`` naming the file when a column of ``names`` is not in its ``header``, is named twice there (which
+    one is meant?) or is asked for twice."""
     missing = [name for name in names if name not in header]
     if missing:
-        raise DataError(f"{source}: columns {missing} not found; the file has {list(header)}")
+        raise DataError(f"{source}: columns {missing} not found; the file has {list(header)}{tab_hint(header)}")
+    twice = next((name for name in names if header.count(name) > 1), None)
+    if twice is not None:
+        places = [index + 1 for index, name in enumerate(header) if name == twice]
+        raise DataError(f"{source}: the header names column '{twice}' {len(places)} times (columns {places}); "
+                        f"rename all but one")
+    asked_twice = next((name for name in names if list(names).count(name) > 1), None)
+    if asked_twice is not None:
+        raise DataError(f"{source}: column '{asked_twice}' is asked for twice")
 
 
 def read_table(source: TableSource, spec: TaskSpec, modality: Modality,
@@ -251,6 +271,19 @@ def with_train_cap(task: TaskData, cap: int | None, seed: int) -> TaskData:
     return dataclasses.replace(task, train=subset(task.train, cap, seed))
 
 
+def _check_split(spec: TaskSpec, where: str, label_names: list[str], part: str, split: TaskSplit, total: int) -> None:
+    """``DataError`` for a split a run cannot use: an empty one, or a validation or test split where the task's
+    metric is undefined (one class only)."""
+    scored = part != "training"
+    problem = "is empty" if not len(split) else \
+        spec.task_kind.undefined_metric(label_names, split.labels) if scored else None
+    if problem:
+        advice = " or try --split random" if spec.split.method == "scaffold" else ""
+        undefined = f", so {spec.metric} is undefined there" if scored else ""
+        raise DataError(f"{where}: its {spec.split.method} {part} split ({len(split)} of {total} usable rows) "
+                        f"{problem}{undefined}: add data{advice}")
+
+
 def load_task(spec: TaskSpec, modality: Modality, data_dir: Path | None = None,
               tables: Mapping[str, TableSource] | None = None) -> TaskData:
     """Read, validate, deduplicate (if asked) and split a task's examples.
@@ -285,6 +318,9 @@ def load_task(spec: TaskSpec, modality: Modality, data_dir: Path | None = None,
         parts = splitter([inputs[0] for inputs in examples.inputs], examples.labels, spec.split.fractions,
                          spec.split.seed)
         train, valid, test = (_subset(examples, part) for part in parts)
+    where = f"{sources['all']}: {spec.key}" if "all" in sources else spec.key
+    for part, split in (("training", train), ("validation", valid), ("test", test)):
+        _check_split(spec, where, label_names, part, split, len(train) + len(valid) + len(test))
     files = [str(source) if isinstance(source, Path) else f"{part}: datasets.Dataset" for part, source in sources.items()]
     extra = {name: read[name][1] for name in spec.extra_test_files}
     return TaskData(spec, label_names, train, valid, test, files, skipped, removed, protocol, extra)

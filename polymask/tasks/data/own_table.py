@@ -21,6 +21,11 @@ from polymask.tasks.data.spec import (
 from polymask.tasks.data.task_kind import TASK_KINDS
 
 
+#: Class labels that read as the negative class of a binary target (lower-cased), besides non-/not- words and a
+#: trailing "-" (BBB-).
+NEGATIVE_LABELS = frozenset({"0", "no", "n", "false", "f", "negative", "neg", "inactive", "-"})
+
+
 def _number(value: str) -> float | None:
     try:
         return float(value)
@@ -30,6 +35,29 @@ def _number(value: str) -> float | None:
 
 def _shown(values: Sequence[str], limit: int = 6) -> str:
     return ", ".join(values[:limit]) + (", ..." if len(values) > limit else "")
+
+
+def _reads_negative(label: str) -> bool:
+    """Whether a class label reads as "not": no, false, inactive, non-toxic, not active, BBB-."""
+    text = label.strip().lower()
+    return text in NEGATIVE_LABELS or text.startswith(("non", "not")) or (len(text) > 1 and text.endswith("-"))
+
+
+def _negative_first(classes: list[str]) -> list[str]:
+    """Two class labels as [negative, positive]: the one that reads as negative first (``_reads_negative``), else
+    their order as given (sorted)."""
+    first, second = classes
+    return [second, first] if _reads_negative(second) and not _reads_negative(first) else classes
+
+
+def _one_spelling(name: str, classes: Sequence[str]) -> None:
+    """``ConfigError`` when numeric class labels write one number two ways (1 and 1.0): the file must pick one."""
+    seen: dict[float, str] = {}
+    for label in classes:
+        number = _number(label)
+        if number is not None and seen.setdefault(number, label) != label:
+            raise ConfigError(f"{name}: one class is written two ways ({seen[number]}, {label}); write each class "
+                              f"one way")
 
 
 def target_kind(values: Mapping[str, Sequence[str]],
@@ -46,6 +74,11 @@ def target_kind(values: Mapping[str, Sequence[str]],
         raise ConfigError(f"target columns {empty} hold no values")
     texts = {name: sorted({v for v in column if _number(v) is None}) for name, column in columns.items()}
     numeric = not any(texts.values())
+    mixed = next((name for name, column in columns.items()
+                  if texts[name] and len(texts[name]) < len(set(column))), None)
+    if mixed is not None and kind is None:
+        raise ConfigError(f"column '{mixed}' mixes numbers and text ({_shown(texts[mixed], 3)}); clean those cells "
+                          f"(an empty cell is a missing label), or give --kind multiclass if they are all classes")
     distinct = sorted({v for column in columns.values() for v in column},
                       key=(lambda v: (_number(v), v)) if numeric else None)
     zero_one = numeric and all(_number(v) in (0.0, 1.0) for v in distinct)
@@ -65,13 +98,17 @@ def target_kind(values: Mapping[str, Sequence[str]],
         if not zero_one and len(distinct) > 2:
             raise ConfigError(f"--kind binary needs two classes (0/1 or two labels); column(s) {list(values)} hold "
                               f"{len(distinct)} values ({_shown(distinct)})")
-        return kind, None if zero_one else distinct
+        if zero_one:
+            return kind, None
+        _one_spelling(f"target column(s) {list(values)}", distinct)
+        return kind, _negative_first(distinct)
     if len(values) != 1:
         raise ConfigError(f"--kind multiclass predicts one column, not {len(values)} ({list(values)})")
     fractional = [v for v in distinct if numeric and not float(v).is_integer()]
     if fractional:
         raise ConfigError(f"--kind multiclass needs class labels; column '{next(iter(values))}' holds numbers such "
                           f"as {fractional[0]} (regression?)")
+    _one_spelling(f"column '{next(iter(values))}'", distinct)
     return kind, distinct
 
 
@@ -99,9 +136,9 @@ def own_task_spec(path: Path, targets: Sequence[str], modality: Modality, input_
     delimiter = "\t" if file_kind(path) == ".tsv" else ","
     header, rows = table_file_rows(path, delimiter)
     column = pick_column(header, input_column, modality.default_columns, str(path), option="--input-column")
-    require_columns(path, header, targets)
     if column in targets:
         raise ConfigError(f"{path}: column '{column}' is the input; the targets must be other columns")
+    require_columns(path, header, [column, *targets])
     try:
         kind, classes = target_kind(_target_values(header, rows, targets), kind)
     except ConfigError as exc:
@@ -120,3 +157,19 @@ def own_task_spec(path: Path, targets: Sequence[str], modality: Modality, input_
                     extra_metrics=list(extra_metrics),
                     split=SplitSpec(method=method), evaluated_on=f"{method} test split (10%)", source=str(path),
                     in_default_benchmark=False)
+
+
+def describe_own_task(spec: TaskSpec) -> str:
+    """How a user's table was read, in one line for the terminal and the report: the targets, the kind and its
+    classes (which one is positive), the split."""
+    targets = ", ".join(f"'{name}'" for name in spec.label_columns)
+    if spec.kind == "binary":
+        classes = ("0/1, one task per column" if spec.label_values is None else
+                   f"{spec.label_values[0]} = 0, {spec.label_values[1]} = 1 (positive)")
+        read = f"binary ({classes})"
+    elif spec.kind == "multiclass":
+        read = f"multiclass ({len(spec.label_values or [])} classes: {_shown(spec.label_values or [])})"
+    else:
+        read = spec.kind
+    return (f"{spec.source}: {targets} read as {read}, scored by {spec.metric}; {spec.split.method} split 80/10/10 "
+            f"(--kind and --split choose otherwise)")

@@ -60,7 +60,8 @@ def fit(model: nn.Module, config: FinetuneConfig, batches: Callable[[int], list[
             best_state = copy.deepcopy(model.state_dict())
         else:
             stale += 1
-        bar.set_postfix_str(f"valid {metric} {valid_metrics[metric]:.4g}, best {best_value:.4g} (epoch {best_epoch + 1})")
+        best = "none yet" if best_value is None else f"{best_value:.4g} (epoch {best_epoch + 1})"
+        bar.set_postfix_str(f"valid {metric} {valid_metrics[metric]:.4g}, best {best}")
         if stale >= config.patience:
             break
     bar.close()
