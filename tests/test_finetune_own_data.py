@@ -19,8 +19,10 @@ from polymask.data.records import normalize_record
 from polymask.errors import ConfigError, DataError, InvalidRecord
 from polymask.modalities import MODALITIES
 from polymask.resources import builtin_dir
+from polymask.tasks.benchmark.own_data import own_data_task
 from polymask.tasks.data.loading import load_task
 from polymask.tasks.data.own_table import describe_own_task, own_task_spec, target_kind
+from polymask.tasks.finetune.recipe import benchmark_recipe
 
 ESOL_TARGET = "measured log solubility in mols per litre"
 #: Tiny caps: one epoch of a 2x64 encoder on ~50 molecules runs in a second or two.
@@ -223,6 +225,15 @@ def test_finetune_on_my_csv_then_predict(esol_csv, tiny_smiles_run, tmp_path):
                  "--out", str(tmp_path / "predicted.csv"), "--quiet"]) == 0
     predicted = pd.read_csv(tmp_path / "predicted.csv")
     assert predicted["predicted_logS"].notna().all() and len(predicted) == 5
+
+
+@pytest.mark.integration
+def test_a_table_of_molecules_gets_the_moleculenet_recipe_under_the_given_options(esol_csv, tiny_smiles_run):
+    """The recipe chosen on MoleculeNet's validation splits, not the generic defaults, unless an option says so."""
+    recipe = benchmark_recipe("moleculenet")
+    _, spec, config = own_data_task(esol_csv, ["logS"], tiny_smiles_run, {"epochs": 2})
+    assert (config.lr, config.patience, config.epochs) == (recipe["lr"], recipe["patience"], 2)
+    assert MODALITIES.get("smiles").finetune_recipe == "moleculenet" and spec.kind == "regression"
 
 
 @pytest.mark.integration

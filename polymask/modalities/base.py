@@ -54,6 +54,9 @@ class Modality:
     #: How ``polymask finetune --data`` splits a table of these records by default: "scaffold" (Bemis-Murcko
     #: groups of molecules, so that test molecules have scaffolds training never saw) or "random".
     default_split: ClassVar[Literal["scaffold", "random"]] = "random"
+    #: The benchmark whose fine-tuning recipe (``tasks/<name>/recipe.yaml``, chosen on its validation splits) a
+    #: user's own table of these records is fine-tuned with where the command line is silent; None: the defaults.
+    finetune_recipe: ClassVar[str | None] = None
 
     def __init__(self, config: ModalityConfig | None = None) -> None:
         self.config = config if config is not None else self.Config(name=self.name)

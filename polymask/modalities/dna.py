@@ -42,6 +42,7 @@ class Dna(Modality):
     default_corpus = ("dna/16s_gold.fasta.gz",)
     default_columns = ("sequence", "seq", "dna")
     learned_vocabulary = False
+    finetune_recipe = "dna"
     config: DnaConfig
 
     def normalize(self, text: str) -> str:

@@ -70,6 +70,7 @@ class Smiles(Modality):
     default_corpus = ("smiles/nci_first_5k.smi.gz", "smiles/wehi_mols.smi.gz")
     default_columns = ("smiles", "SMILES", "canonical_smiles", "mol")
     default_split = "scaffold"
+    finetune_recipe = "moleculenet"
     label_free_invariances: ClassVar[tuple[str, ...]] = ("atom_order",)
     config: SmilesConfig
 

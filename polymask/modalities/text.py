@@ -27,6 +27,7 @@ class Text(Modality):
     packed = True
     default_corpus = ("text/austen.txt.gz",)
     default_columns = ("text", "sentence", "content")
+    finetune_recipe = "glue"
     config: TextConfig
 
     def normalize(self, text: str) -> str:

@@ -61,9 +61,11 @@ def run_finetune(checkpoint: Path, task: str | TaskSpec | None, data: Path | Non
         raise ConfigError(f"{', '.join(given_table_options)}: for your own table (--data); a task spec declares its "
                           f"own columns, kind and split")
     if data is not None:
-        config = recipe_settings(None, given)
-        system, spec = own_data_task(data, targets, checkpoint, config, input_column, kind, split)
-        systems, location = [system], describe_own_task(spec)
+        system, spec, config = own_data_task(data, targets, checkpoint, given, input_column, kind, split)
+        recipe = system.modality.finetune_recipe
+        systems, location = [system], describe_own_task(spec) + (
+            f"; fine-tuned with the {recipe} recipe (tasks/{recipe}/recipe.yaml) where no option says otherwise"
+            if recipe else "")
         if progress:
             print(f"polymask: {location}", file=sys.stderr)
     else:

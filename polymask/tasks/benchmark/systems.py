@@ -24,7 +24,7 @@ import torch
 from tokenizers import Tokenizer
 
 from polymask.checkpoints.finetuned import SaveTarget
-from polymask.checkpoints.pretrained import CHECKPOINT_NAME, read_checkpoint
+from polymask.checkpoints.pretrained import CHECKPOINT_NAME, LoadedCheckpoint, read_checkpoint
 from polymask.errors import ConfigError
 from polymask.modalities import MODALITIES, build_modality
 from polymask.modalities.base import Modality
@@ -116,10 +116,11 @@ def _keeps_none(model_dir: Path) -> None:
     return None
 
 
-def checkpoint_system(path: Path, config: FinetuneConfig) -> System:
-    """A pretrained checkpoint, fine-tuned per task and seed (objective modules dropped); each cell keeps its
-    chosen model unless ``config.save_model`` is off."""
-    checkpoint = read_checkpoint(path)
+def checkpoint_system(path: Path | LoadedCheckpoint, config: FinetuneConfig) -> System:
+    """A pretrained checkpoint (its folder, or the checkpoint read from it), fine-tuned per task and seed (objective
+    modules dropped); each cell keeps its chosen model unless ``config.save_model`` is off."""
+    checkpoint = path if isinstance(path, LoadedCheckpoint) else read_checkpoint(path)
+    path = checkpoint.folder if isinstance(path, LoadedCheckpoint) else path
     checkpoint.build_objective()  # refuses mismatched or non-finite weights now, not after the task data is read
     modality = build_modality(checkpoint.run_config.modality)
     objective = checkpoint.run_config.objective.name
