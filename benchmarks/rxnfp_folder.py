@@ -93,9 +93,9 @@ def safe_state(pickled: bytes) -> dict[str, torch.Tensor]:
     """A pickled state dict read with torch's safe loader: tensors and plain containers only, never code."""
     try:
         return torch.load(io.BytesIO(pickled), weights_only=True, map_location="cpu")
-    except pickle.UnpicklingError as exc:
-        raise ValueError(f"{MODEL_DIR}/pytorch_model.bin holds more than tensors; refusing to unpickle it "
-                         f"({str(exc).splitlines()[0]})") from None
+    except pickle.UnpicklingError:
+        raise ValueError(f"{MODEL_DIR}/pytorch_model.bin holds more than tensors, so unpickling it would run code; "
+                         f"refused: download the rxnfp wheel again from the package index") from None
 
 
 def mlm_weights(state: dict[str, torch.Tensor]) -> dict[str, torch.Tensor]:

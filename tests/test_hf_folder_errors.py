@@ -34,6 +34,11 @@ def vocab_only(root: Path) -> Path:  # transformers would build a lower-casing B
     return folder_of(root, {"config.json": json.dumps(BERT_CONFIG), "model.safetensors": "", "vocab.txt": "[PAD]\nC\n"})
 
 
+def vocab_and_unnamed_tokenizer(root: Path) -> Path:  # a tokenizer_config.json naming no class: the same guess
+    return folder_of(root, {"config.json": json.dumps(BERT_CONFIG), "model.safetensors": "", "vocab.txt": "[PAD]\nC\n",
+                            "tokenizer_config.json": json.dumps({"model_max_length": 512})})
+
+
 def no_weights(root: Path) -> Path:
     return folder_of(root, {"config.json": json.dumps(BERT_CONFIG), "tokenizer.json": "{}"})
 
@@ -45,8 +50,10 @@ def broken_config(root: Path) -> Path:
 BROKEN: list[tuple[Callable[[Path], Path], str]] = [
     (without_model_type, "config.json has no model_type; add \"model_type\" naming its architecture (\"bert\" for a "
                          "BERT), or convert an rxnfp folder with benchmarks/rxnfp_folder.py"),
-    (vocab_only, ": no tokenizer (tokenizer.json or tokenizer_config.json) (transformers would build its model "
-                 "type's default tokenizer from vocab.txt"),
+    (vocab_only, ": no tokenizer (tokenizer.json, or a tokenizer_config.json naming its tokenizer_class) "
+                 "(transformers would build its model type's default tokenizer from vocab.txt"),
+    (vocab_and_unnamed_tokenizer, ": no tokenizer (tokenizer.json, or a tokenizer_config.json naming its "
+                                  "tokenizer_class) (transformers would build its model type's default tokenizer"),
     (no_weights, ": no weights (model.safetensors or "),
     (broken_config, "config.json: unreadable ("),
 ]
@@ -86,3 +93,25 @@ def test_every_verb_refuses_in_one_line(tmp_path, capsys, verb, make, message):
     assert err.startswith(f"polymask: error: {folder}") and message in err, err
     assert err.count("\n") == 1 and "Traceback" not in err
     assert not (tmp_path / "out").exists()
+
+
+def test_a_hugging_face_folder_without_config_json_is_told_so(tmp_path):
+    from polymask.checkpoints.pretrained import read_checkpoint
+
+    folder = folder_of(tmp_path, {"model.safetensors": "", "tokenizer.json": "{}", "tokenizer_config.json": "{}"})
+    with pytest.raises(CheckpointError, match=r"no manifest.json\); if it is a Hugging Face model folder, its "
+                                              r"config.json is missing"):
+        read_checkpoint(folder)
+
+
+@pytest.mark.parametrize("make, words", [
+    (lambda root: root / "absent", "--checkpoint {}: not found"),
+    (lambda root: folder_of(root, {"model.safetensors": ""}), "--modality is for a Hugging Face folder (config.json); "
+                                                                "{} has no config.json"),
+])
+def test_embed_with_modality_names_what_the_folder_lacks(tmp_path, capsys, make, words):
+    folder = make(tmp_path)
+    (tmp_path / "molecules.smi").write_text("CCO\n")
+    assert main(["embed", "--checkpoint", str(folder), "--modality", "smiles", "--data", str(tmp_path / "molecules.smi"),
+                 "--out", str(tmp_path / "x.npy"), "--quiet"]) == 2
+    assert capsys.readouterr().err == f"polymask: error: {words.format(folder)}\n"

@@ -16,7 +16,7 @@ from tokenizers import Tokenizer, models, pre_tokenizers, processors
 from polymask.cli import main
 from polymask.modalities.dna import Dna, DnaConfig
 from polymask.tasks.data.loading import TaskSplit
-from polymask.tasks.finetune.hf_folder import HFTokenizer, RawInputs, is_hf_folder
+from polymask.tasks.finetune.hf_folder import HFTokenizer, RawInputs, is_hf_folder, load_hf_folder, segment_ids
 from polymask.tasks.finetune.tables import encode_split
 from polymask.training.trainer import train
 
@@ -130,6 +130,20 @@ def test_dna_reaches_a_foreign_tokenizer_as_the_plain_sequence_and_truncation_is
     assert pair == [2, vocab["A"], vocab["C"], 3, vocab["G"], 3]
 
 
+def test_the_second_text_of_a_pair_gets_the_token_types_its_tokenizer_gives(folders):
+    import torch
+
+    loaded = load_hf_folder(folders["bert"])
+    encoded = loaded.tokenizer.hf("CCO", "NC=O", return_token_type_ids=True)
+    ids = torch.tensor([encoded["input_ids"]])
+    assert segment_ids(ids, loaded.segment_separator).tolist() == [encoded["token_type_ids"]]
+    assert 1 in encoded["token_type_ids"]
+    encoder = loaded.encoder(seed=0).eval()
+    with torch.no_grad():
+        expected = loaded.model.eval()(input_ids=ids, token_type_ids=torch.tensor([encoded["token_type_ids"]]))
+        assert torch.allclose(encoder(ids), expected.last_hidden_state)
+
+
 def no_tokenizer(root: Path, folders: dict[str, Path]) -> Path:
     return save_bert(root / "no-tokenizer", "CNO", with_tokenizer=False)
 
@@ -152,8 +166,47 @@ def edited_export(root: Path, folders: dict[str, Path]) -> Path:
     return folder
 
 
+def _edited_config(root: Path, folders: dict[str, Path], name: str, **changes: object) -> Path:
+    folder = shutil.copytree(folders["bert"], root / name)
+    config = json.loads((folder / "config.json").read_text())
+    (folder / "config.json").write_text(json.dumps({**config, **changes}))
+    return folder
+
+
+def wider_config(root: Path, folders: dict[str, Path]) -> Path:
+    return _edited_config(root, folders, "wider", intermediate_size=128)
+
+
+def more_layers(root: Path, folders: dict[str, Path]) -> Path:
+    return _edited_config(root, folders, "more-layers", num_hidden_layers=3)
+
+
+def another_model_type(root: Path, folders: dict[str, Path]) -> Path:
+    return _edited_config(root, folders, "gpt2", model_type="gpt2", n_embd=32, n_head=2, n_layer=1)
+
+
+def encoder_decoder(root: Path, folders: dict[str, Path]) -> Path:
+    import torch
+    from transformers import T5Config, T5Model
+
+    folder = root / "t5"
+    torch.manual_seed(0)
+    T5Model(T5Config(vocab_size=64, d_model=32, d_kv=16, d_ff=64, num_layers=1, num_heads=2)).save_pretrained(folder)
+    for name in ("tokenizer.json", "tokenizer_config.json"):
+        shutil.copy(folders["bert"] / name, folder / name)
+    return folder
+
+
 @pytest.mark.parametrize("make, message", [
-    (no_tokenizer, "no tokenizer (tokenizer.json or tokenizer_config.json); save the model's tokenizer"),
+    (no_tokenizer, "no tokenizer (tokenizer.json, or a tokenizer_config.json naming its tokenizer_class); save the "
+                   "model's tokenizer"),
+    (wider_config, "config.json does not fit its weights: 3 tensors of another shape, e.g. "
+                   "encoder.layer.0.intermediate.dense.bias ((64,) in the file, (128,) in the model); fix config.json's "
+                   "sizes"),
+    (more_layers, "config.json does not fit its weights: the file lacks 32 of the model's tensors, e.g. "
+                  "encoder.layer.1."),
+    (another_model_type, "config.json does not fit its weights: the file lacks"),
+    (encoder_decoder, "a t5 model is an encoder-decoder; polymask fine-tunes encoders"),
     (few_positions, "max_len 64 is more than the 32 positions its config.json states"),
     (foreign_code, "its model needs its own code (AutoModel in config.json's auto_map)"),
     (edited_export, "a polymask export whose code (modeling_polymask.py) is not this polymask's"),

@@ -2,6 +2,7 @@
 from __future__ import annotations
 
 import contextlib
+import errno
 import os
 import shutil
 from pathlib import Path
@@ -37,7 +38,8 @@ def staged_folder(final: Path) -> Iterator[Path]:
         yield tmp
         _move_into_place(tmp, final)
     except OSError as exc:
-        raise OutputError(f"cannot write {final}: {exc.strerror or exc} (free some space or choose another "
-                          f"output folder)") from None
+        hint = "free some space or choose another output folder" if exc.errno in (errno.ENOSPC, errno.EDQUOT) \
+            else "choose another output folder"
+        raise OutputError(f"cannot write {final}: {exc.strerror or exc} ({hint})") from None
     finally:
         shutil.rmtree(tmp, ignore_errors=True)

@@ -17,14 +17,22 @@ from polymask.errors import CheckpointError, one_line
 #: The weight files ``AutoModel.from_pretrained`` reads from a local folder (PyTorch, whole or sharded).
 WEIGHT_FILES = ("model.safetensors", "model.safetensors.index.json", "pytorch_model.bin",
                 "pytorch_model.bin.index.json")
-#: Files that state a tokenizer outright: the fast tokenizer itself, or the config naming its class and settings.
-TOKENIZER_FILES = ("tokenizer.json", "tokenizer_config.json")
 CONVERTER = "benchmarks/rxnfp_folder.py"
+
+
+def _tokenizer_class(folder: Path) -> str | None:
+    """The ``tokenizer_class`` the folder's tokenizer_config.json names (None when none or unreadable)."""
+    try:
+        config = json.loads((folder / "tokenizer_config.json").read_text())
+    except (OSError, ValueError):
+        return None
+    return config.get("tokenizer_class") if isinstance(config, dict) else None
 
 
 def check_hf_folder(folder: Path) -> dict[str, Any]:
     """``folder``'s config.json, once it is known to name a ``model_type`` and the folder to hold a weight file and
-    a tokenizer file (``tokenizer.json`` or ``tokenizer_config.json``); else one ``CheckpointError`` line."""
+    a tokenizer it states outright (``tokenizer.json``, or a ``tokenizer_config.json`` naming its
+    ``tokenizer_class``); else one ``CheckpointError`` line."""
     folder = Path(folder)
     try:
         config = json.loads((folder / "config.json").read_text())
@@ -38,11 +46,12 @@ def check_hf_folder(folder: Path) -> dict[str, Any]:
     if not any((folder / name).is_file() for name in WEIGHT_FILES):
         raise CheckpointError(f"{folder}: no weights ({' or '.join(WEIGHT_FILES)}); save the model into the folder "
                               f"(model.save_pretrained)")
-    if not any((folder / name).is_file() for name in TOKENIZER_FILES):
+    if not (folder / "tokenizer.json").is_file() and not _tokenizer_class(folder):
         found = sorted(path.name for path in folder.glob("vocab*"))
         guess = f" (transformers would build its model type's default tokenizer from {found[0]}, which may " \
                 f"lower-case or split records otherwise than the model was trained on)" if found else ""
-        raise CheckpointError(f"{folder}: no tokenizer ({' or '.join(TOKENIZER_FILES)}){guess}; save the model's "
+        raise CheckpointError(f"{folder}: no tokenizer (tokenizer.json, or a tokenizer_config.json naming its "
+                              f"tokenizer_class){guess}; save the model's "
                               f"tokenizer into the folder (tokenizer.save_pretrained), or convert an rxnfp folder "
                               f"with {CONVERTER}")
     return config

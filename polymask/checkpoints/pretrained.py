@@ -205,7 +205,11 @@ def verify_checkpoint(folder: Path) -> dict[str, Any]:
     """Check every file against the manifest; raise ``CheckpointError`` naming what is wrong."""
     manifest_path = folder / MANIFEST
     if not manifest_path.is_file():
-        raise CheckpointError(f"{folder}: incomplete checkpoint (no {MANIFEST})")
+        foreign = not (folder / "encoder.json").is_file() and any(
+            (folder / name).is_file() for name in ("model.safetensors", "pytorch_model.bin", "tokenizer_config.json"))
+        hint = "; if it is a Hugging Face model folder, its config.json is missing (model.save_pretrained writes it)" \
+            if foreign else ""
+        raise CheckpointError(f"{folder}: incomplete checkpoint (no {MANIFEST}){hint}")
     manifest = read_json_object(folder, MANIFEST)
     files = manifest.get("files")
     if not isinstance(files, dict) or not all(isinstance(v, str) for v in files.values()):

@@ -81,7 +81,7 @@ def _embedder(folder: Path, device: str, modality: str | None) -> Any:
     from polymask.checkpoints.pretrained import read_checkpoint
     from polymask.inference.model import HFFolderEncoder, PretrainedEncoder, load_model
     from polymask.modalities import MODALITIES
-    from polymask.tasks.finetune.hf_folder import is_hf_folder
+    from polymask.tasks.finetune.hf_folder import is_hf_folder, is_polymask_folder
 
     if is_hf_folder(folder):
         if modality is None:
@@ -89,7 +89,10 @@ def _embedder(folder: Path, device: str, modality: str | None) -> Any:
                               f"(--modality {', '.join(MODALITIES.names())})")
         return HFFolderEncoder(folder, MODALITIES.get(modality)(), device)
     if modality is not None:
-        raise ConfigError(f"--modality is for a Hugging Face folder; {folder} reads records with its own modality")
+        if not Path(folder).exists():
+            raise ConfigError(f"--checkpoint {folder}: not found")
+        what = "reads records with its own modality" if is_polymask_folder(folder) else "has no config.json"
+        raise ConfigError(f"--modality is for a Hugging Face folder (config.json); {folder} {what}")
     return load_model(folder, device) if is_finetuned(folder) else PretrainedEncoder(read_checkpoint(folder), device)
 
 

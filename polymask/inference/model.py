@@ -149,8 +149,8 @@ class HFFolderEncoder(AppliedEncoder):
 
     def __init__(self, folder: Path, modality: Modality, device: str = "auto") -> None:
         loaded = load_hf_folder(folder)
-        super().__init__(HFEncoder(loaded.model), loaded.tokenizer, RawInputs(modality), hf_max_len(loaded), "mean",
-                         [modality.default_columns[0]], device)
+        super().__init__(HFEncoder(loaded.model, loaded.segment_separator), loaded.tokenizer, RawInputs(modality),
+                         hf_max_len(loaded), "mean", [modality.default_columns[0]], device)
         self.folder = Path(folder)
 
 

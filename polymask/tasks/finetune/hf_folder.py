@@ -14,6 +14,7 @@ handing them to the tokenizer as plain normalised text: a DNA sequence as one st
 from __future__ import annotations
 
 import copy
+import inspect
 import random
 from dataclasses import dataclass
 from pathlib import Path
@@ -36,14 +37,21 @@ if TYPE_CHECKING:
 
 #: Files and folders that make a folder polymask's own (run, checkpoint, built-in or fine-tuned model).
 POLYMASK_FILES = (MANIFEST, RUN_CONFIG, "encoder.json", LATEST, "checkpoints", FINETUNED_META, BUILTIN_FACTS)
+#: Modules of an ``AutoModel`` off the path to its last hidden state, which a folder may leave out: BERT's pooler
+#: (fine-tuning pools the hidden states itself) and ESM's contact head.
+OFF_PATH_MODULES = ("pooler.", "contact_head.")
 #: The remote code ``polymask export`` copies into its folders (read here as files, never imported).
 EXPORT_CODE = PACKAGE_DIR / "export" / "hf_remote"
 
 
+def is_polymask_folder(path: Path) -> bool:
+    """Whether ``path`` holds a polymask run, checkpoint, built-in or fine-tuned model's files."""
+    return any((Path(path) / name).exists() for name in POLYMASK_FILES)
+
+
 def is_hf_folder(path: Path) -> bool:
     """Whether ``path`` is a Hugging Face model folder: config.json and no polymask run or checkpoint files."""
-    path = Path(path)
-    return (path / "config.json").is_file() and not any((path / name).exists() for name in POLYMASK_FILES)
+    return (Path(path) / "config.json").is_file() and not is_polymask_folder(path)
 
 
 def _remote_code(folder: Path, config: dict) -> bool:
@@ -102,19 +110,30 @@ class Width:
     d_model: int
 
 
+def segment_ids(input_ids: Tensor, separator: int) -> Tensor:
+    """BERT's token type ids of ``[CLS] A [SEP] B [SEP]`` rows: 0 up to and with the first separator, 1 after it
+    (padding after a single text gets 1 too, which its attention mask hides)."""
+    ends = (input_ids == separator).long()
+    return ((ends.cumsum(dim=1) - ends) > 0).long()
+
+
 class HFEncoder(nn.Module):
     """A transformers model where polymask's ``Encoder`` goes: ``forward(input_ids, attention_mask=...)`` gives its
     last hidden state (B, L, D), ``config.d_model`` is D. It starts in training mode, as a freshly built
-    ``Encoder`` does; its dropout is the folder's config's."""
+    ``Encoder`` does; its dropout is the folder's config's. With ``segment_separator`` (a model that reads token
+    type ids), the second text of a pair is marked as its tokenizer would (``segment_ids``)."""
 
-    def __init__(self, model: nn.Module) -> None:
+    def __init__(self, model: nn.Module, segment_separator: int | None = None) -> None:
         super().__init__()
         self.model = model.train()
         self.config = Width(int(model.config.hidden_size))
+        self.segment_separator = segment_separator
 
     def forward(self, input_ids: Tensor, attention_mask: Tensor | None = None) -> Tensor:
         mask = None if attention_mask is None else attention_mask.long()
-        return self.model(input_ids=input_ids, attention_mask=mask).last_hidden_state
+        segments = {} if self.segment_separator is None else \
+            {"token_type_ids": segment_ids(input_ids, self.segment_separator)}
+        return self.model(input_ids=input_ids, attention_mask=mask, **segments).last_hidden_state
 
 
 class RawInputs(Modality):
@@ -148,6 +167,8 @@ class HFFolder:
     folder: Path
     model: nn.Module
     tokenizer: HFTokenizer
+    #: The separator token after which a pair's second text starts, for a model that reads token type ids.
+    segment_separator: int | None = None
 
     @property
     def name(self) -> str:
@@ -168,12 +189,37 @@ class HFFolder:
 
     def encoder(self, seed: int) -> HFEncoder:
         """A fresh copy of the pretrained model (``seed`` unused: every cell starts from the same weights)."""
-        return HFEncoder(copy.deepcopy(self.model))
+        return HFEncoder(copy.deepcopy(self.model), self.segment_separator)
 
     def untrained_encoder(self, seed: int) -> HFEncoder:
         """The same architecture built from its config, randomly initialised by its own rule (per seed)."""
         torch.manual_seed(10_000 + seed)
-        return HFEncoder(type(self.model)(copy.deepcopy(self.model.config)))
+        return HFEncoder(type(self.model)(copy.deepcopy(self.model.config)), self.segment_separator)
+
+
+def _load_error(exc: Exception) -> str:
+    """transformers' reason a model did not load, in one line; a pickle that is more than tensors is named so."""
+    if "weights_only" in str(exc):
+        return ("pytorch_model.bin holds more than tensors, so loading it would run code; refused: take the weights "
+                "as model.safetensors from a source you trust")
+    return one_line(exc)
+
+
+def _check_weights_fit(folder: Path, loading: dict[str, Any]) -> None:
+    """One line when the weights file does not fill the model config.json describes: a tensor of another shape, or
+    model tensors the file lacks (a wrong model_type or layer count). Tensors the model does not use (a pretraining
+    head) and missing ``OFF_PATH_MODULES`` are fine."""
+    mismatched = sorted(loading.get("mismatched_keys") or [])
+    if mismatched:
+        name, *shapes = mismatched[0]
+        found = f" ({' in the file, '.join(str(tuple(shape)) for shape in shapes)} in the model)" if shapes else ""
+        raise CheckpointError(f"{folder}: config.json does not fit its weights: {len(mismatched)} tensors of another "
+                              f"shape, e.g. {name}{found}; fix config.json's sizes (hidden_size, vocab_size, ...)")
+    missing = sorted(key for key in loading.get("missing_keys") or [] if not key.startswith(OFF_PATH_MODULES))
+    if missing:
+        raise CheckpointError(f"{folder}: config.json does not fit its weights: the file lacks {len(missing)} of the "
+                              f"model's tensors, e.g. {missing[0]}; fix config.json's model_type or "
+                              f"num_hidden_layers")
 
 
 def load_hf_folder(path: Path) -> HFFolder:
@@ -185,13 +231,19 @@ def load_hf_folder(path: Path) -> HFFolder:
     remote = _remote_code(folder, check_hf_folder(folder))
     with quiet_transformers():
         try:
-            model = AutoModel.from_pretrained(str(folder), local_files_only=True, trust_remote_code=remote)
+            model, loading = AutoModel.from_pretrained(str(folder), local_files_only=True, trust_remote_code=remote,
+                                                       output_loading_info=True, ignore_mismatched_sizes=True)
         except Exception as exc:  # transformers raises OSError, ValueError, KeyError, ... for an unusable folder
-            raise CheckpointError(f"{folder}: transformers cannot load its model ({one_line(exc)})") from None
+            raise CheckpointError(f"{folder}: transformers cannot load its model ({_load_error(exc)})") from None
         try:
             hf_tokenizer = AutoTokenizer.from_pretrained(str(folder), local_files_only=True, trust_remote_code=remote)
         except Exception as exc:  # as above
-            raise CheckpointError(f"{folder}: transformers cannot load its tokenizer ({one_line(exc)})") from None
+            raise CheckpointError(f"{folder}: transformers cannot load its tokenizer ({one_line(exc)}); save the "
+                                  f"model's tokenizer into the folder again (tokenizer.save_pretrained)") from None
+    _check_weights_fit(folder, loading)
+    if getattr(model.config, "is_encoder_decoder", False):
+        raise CheckpointError(f"{folder}: a {model.config.model_type} model is an encoder-decoder; polymask fine-tunes "
+                              f"encoders (BERT, RoBERTa, ESM, ... or a polymask export)")
     if len(hf_tokenizer) <= len(set(hf_tokenizer.all_special_ids)):  # transformers 5 makes one of specials alone
         raise CheckpointError(f"{folder}: no tokenizer (its vocabulary is special tokens only); save the model's "
                               f"tokenizer into the folder (tokenizer.save_pretrained)")
@@ -202,4 +254,6 @@ def load_hf_folder(path: Path) -> HFFolder:
         SpecialIds.of(tokenizer)
     except DataError as exc:
         raise CheckpointError(f"{folder}: {exc}") from None
-    return HFFolder(folder, model, tokenizer)
+    reads_segments = "token_type_ids" in inspect.signature(model.forward).parameters \
+        and getattr(model.config, "type_vocab_size", 0) > 1  # BERT's segment embeddings, whatever the tokenizer says
+    return HFFolder(folder, model, tokenizer, hf_tokenizer.sep_token_id if reads_segments else None)
