@@ -327,12 +327,11 @@ def main(argv: list[str] | None = None) -> int:
     try:
         load_plugins(getattr(args, "plugin", None))
         return args.handler(args)
-    except RankLost as exc:  # tearing down a group whose peer is gone can wait out each queued collective
-        print(f"polymask: error: {exc}", file=sys.stderr, flush=True)
-        sys.stdout.flush()
-        os._exit(2)
     except (PolymaskError, UnknownNameError) as exc:
-        print(f"polymask: error: {exc}", file=sys.stderr)
+        print(f"polymask: error: {exc}", file=sys.stderr, flush=True)
+        if isinstance(exc, RankLost) and int(os.environ.get("WORLD_SIZE", "1")) > 1:  # a torchrun worker:
+            sys.stdout.flush()  # tearing down a group whose peer is gone can wait out each queued collective
+            os._exit(2)
         return 2
     except OSError as exc:  # a file or folder the verb could not use, when nothing more specific caught it
         where = f"{exc.filename}: " if exc.filename else ""

@@ -21,7 +21,7 @@ from polymask.modalities import MODALITIES
 from polymask.resources import builtin_dir
 from polymask.tasks.benchmark.own_data import own_data_task
 from polymask.tasks.data.loading import load_task
-from polymask.tasks.data.own_table import describe_own_task, own_task_spec, target_kind
+from polymask.tasks.data.own_table import _reads_negative, describe_own_task, own_task_spec, target_kind
 from polymask.tasks.finetune.recipe import benchmark_recipe
 
 ESOL_TARGET = "measured log solubility in mols per litre"
@@ -164,17 +164,41 @@ def test_a_validation_split_with_one_class_is_one_error(tmp_path, smiles):
     training = set(load_task(own_task_spec(path, ["y"], smiles), smiles).train.inputs)
     positives = [i for i, (m, _) in enumerate(rows) if (normalize_record(smiles, m),) in training][:2]
     write_csv(path, ["smiles", "y"], [[m, "1" if i in positives else "0"] for i, (m, _) in enumerate(rows)])
-    with pytest.raises(DataError, match=r"bbb.csv: own-data/bbb-y: its scaffold validation split \(\d+ of 60 usable rows\) holds "
+    with pytest.raises(DataError, match=r"bbb.csv: own-data/bbb-y: its scaffold validation split \(\d+ of 60 usable rows\) "
+                                        r"holds "
                                         r"one class only in every label column \(positives: 'y' 0 of \d+\), so roc_auc "
-                                        r"is undefined there: add data or try --split random"):
+                                        r"is undefined there: add rows or try --split random"):
         load_task(own_task_spec(path, ["y"], smiles), smiles)
 
 
+def test_one_class_is_refused_only_where_the_metric_needs_both(tmp_path, smiles):
+    """A split with one class has an accuracy or MCC (GUE's, GLUE's metrics), not a ROC-AUC."""
+    from polymask.tasks.data.spec import as_task_spec
+
+    rows = [row for row in moleculenet_rows("BBBP", ["num", "name", "p_np", "smiles"], 80) if _readable(smiles, row[3])]
+    path = write_csv(tmp_path / "bbbp.csv", ["num", "name", "p_np", "smiles"],
+                     [[*row[:2], "1" if i < 2 else "0", row[3]] for i, row in enumerate(rows[:60])])
+    spec = as_task_spec("moleculenet/bbbp")
+    with pytest.raises(DataError, match="so roc_auc is undefined there: check the task's files"):
+        load_task(spec, smiles, tables={"all": path})
+    task = load_task(spec.model_copy(update={"metric": "accuracy", "extra_metrics": []}), smiles, tables={"all": path})
+    assert len(task.train) + len(task.valid) + len(task.test) == 60
+
+
+@pytest.mark.parametrize("label, negative", [("inactive", True), ("non-toxic", True), ("nontoxic", True),
+                                             ("not active", True), ("BBB-", True), ("NOTCH1", False),
+                                             ("nothing", False), ("active", False), ("BBB+", False)])
+def test_which_label_reads_as_the_negative_class(label, negative):
+    assert _reads_negative(label) is negative
+
+
 def test_how_the_table_was_read_is_said(tmp_path, smiles):
-    rows = [[smiles_, "active" if y == "1" else "inactive"] for smiles_, y in moleculenet_rows("BBBP", ["smiles", "p_np"], 40)]
+    rows = [[molecule, "active" if y == "1" else "inactive"]
+            for molecule, y in moleculenet_rows("BBBP", ["smiles", "p_np"], 40)]
     spec = own_task_spec(write_csv(tmp_path / "b.csv", ["smiles", "y"], rows), ["y"], smiles)
-    assert describe_own_task(spec) == (f"{tmp_path / 'b.csv'}: 'y' read as binary (inactive = 0, active = 1 (positive)), "
-                                       f"scored by roc_auc; scaffold split 80/10/10 (--kind and --split choose otherwise)")
+    assert describe_own_task(spec) == (f"{tmp_path / 'b.csv'}: 'y' read as binary (inactive = 0, active = 1 "
+                                       f"(positive)), scored by roc_auc; scaffold split 80/10/10 (--kind and --split "
+                                       f"choose otherwise)")
 
 
 @pytest.mark.parametrize("suffix", [".tsv", ".jsonl", ".parquet"])
@@ -234,6 +258,15 @@ def test_a_table_of_molecules_gets_the_moleculenet_recipe_under_the_given_option
     _, spec, config = own_data_task(esol_csv, ["logS"], tiny_smiles_run, {"epochs": 2})
     assert (config.lr, config.patience, config.epochs) == (recipe["lr"], recipe["patience"], 2)
     assert MODALITIES.get("smiles").finetune_recipe == "moleculenet" and spec.kind == "regression"
+    assert config.task_settings == {}  # the recipe's per-task settings name MoleculeNet's tasks, not this one
+
+
+@pytest.mark.integration
+def test_a_table_s_row_is_named_as_the_benchmark_names_the_checkpoint(esol_csv, tiny_smiles_run):
+    from polymask.tasks.benchmark.systems import checkpoint_system
+
+    system, _, config = own_data_task(esol_csv, ["logS"], tiny_smiles_run, {})
+    assert system.name == checkpoint_system(tiny_smiles_run, config).name
 
 
 @pytest.mark.integration

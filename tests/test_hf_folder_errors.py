@@ -105,13 +105,14 @@ def test_a_hugging_face_folder_without_config_json_is_told_so(tmp_path):
 
 
 @pytest.mark.parametrize("make, words", [
-    (lambda root: root / "absent", "--checkpoint {}: not found"),
+    (lambda root: root / "absent", "checkpoint not found: {}"),
     (lambda root: folder_of(root, {"model.safetensors": ""}), "--modality is for a Hugging Face folder (config.json); "
                                                                 "{} has no config.json"),
 ])
 def test_embed_with_modality_names_what_the_folder_lacks(tmp_path, capsys, make, words):
     folder = make(tmp_path)
     (tmp_path / "molecules.smi").write_text("CCO\n")
-    assert main(["embed", "--checkpoint", str(folder), "--modality", "smiles", "--data", str(tmp_path / "molecules.smi"),
+    assert main(["embed", "--checkpoint", str(folder), "--modality", "smiles", "--data",
+                 str(tmp_path / "molecules.smi"),
                  "--out", str(tmp_path / "x.npy"), "--quiet"]) == 2
     assert capsys.readouterr().err == f"polymask: error: {words.format(folder)}\n"

@@ -16,7 +16,14 @@ from tokenizers import Tokenizer, models, pre_tokenizers, processors
 from polymask.cli import main
 from polymask.modalities.dna import Dna, DnaConfig
 from polymask.tasks.data.loading import TaskSplit
-from polymask.tasks.finetune.hf_folder import HFTokenizer, RawInputs, is_hf_folder, load_hf_folder, segment_ids
+from polymask.tasks.finetune.hf_folder import (
+    HFTokenizer,
+    RawInputs,
+    _segment_separator,
+    is_hf_folder,
+    load_hf_folder,
+    segment_ids,
+)
 from polymask.tasks.finetune.tables import encode_split
 from polymask.training.trainer import train
 
@@ -144,6 +151,19 @@ def test_the_second_text_of_a_pair_gets_the_token_types_its_tokenizer_gives(fold
         assert torch.allclose(encoder(ids), expected.last_hidden_state)
 
 
+def test_a_tokenizer_that_gives_no_token_types_keeps_them_all_zero(folders):
+    """RoBERTa's configs state two token types, but its tokenizer never marks the second text: neither does polymask."""
+    from transformers import PreTrainedTokenizerFast
+
+    loaded = load_hf_folder(folders["bert"])
+    unmarked = Tokenizer.from_str(loaded.tokenizer.hf.backend_tokenizer.to_str())
+    unmarked.post_processor = processors.TemplateProcessing(
+        single="[CLS] $A [SEP]", pair="[CLS] $A [SEP] $B [SEP]", special_tokens=[("[CLS]", 2), ("[SEP]", 3)])
+    tokenizer = PreTrainedTokenizerFast(tokenizer_object=unmarked, sep_token="[SEP]", cls_token="[CLS]")
+    assert _segment_separator(loaded.model, tokenizer) is None
+    assert _segment_separator(loaded.model, loaded.tokenizer.hf) == 3
+
+
 def no_tokenizer(root: Path, folders: dict[str, Path]) -> Path:
     return save_bert(root / "no-tokenizer", "CNO", with_tokenizer=False)
 
@@ -201,7 +221,8 @@ def encoder_decoder(root: Path, folders: dict[str, Path]) -> Path:
     (no_tokenizer, "no tokenizer (tokenizer.json, or a tokenizer_config.json naming its tokenizer_class); save the "
                    "model's tokenizer"),
     (wider_config, "config.json does not fit its weights: 3 tensors of another shape, e.g. "
-                   "encoder.layer.0.intermediate.dense.bias ((64,) in the file, (128,) in the model); fix config.json's "
+                   "encoder.layer.0.intermediate.dense.bias ((64,) in the file, (128,) in the model); fix "
+                   "config.json's "
                    "sizes"),
     (more_layers, "config.json does not fit its weights: the file lacks 32 of the model's tensors, e.g. "
                   "encoder.layer.1."),

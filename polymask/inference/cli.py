@@ -77,6 +77,7 @@ def cmd_predict(args: argparse.Namespace) -> int:
 
 
 def _embedder(folder: Path, device: str, modality: str | None) -> Any:
+    from polymask.builtin_models import not_found
     from polymask.checkpoints.finetuned import is_finetuned
     from polymask.checkpoints.pretrained import read_checkpoint
     from polymask.inference.model import HFFolderEncoder, PretrainedEncoder, load_model
@@ -90,7 +91,7 @@ def _embedder(folder: Path, device: str, modality: str | None) -> Any:
         return HFFolderEncoder(folder, MODALITIES.get(modality)(), device)
     if modality is not None:
         if not Path(folder).exists():
-            raise ConfigError(f"--checkpoint {folder}: not found")
+            raise ConfigError(not_found(folder))
         what = "reads records with its own modality" if is_polymask_folder(folder) else "has no config.json"
         raise ConfigError(f"--modality is for a Hugging Face folder (config.json); {folder} {what}")
     return load_model(folder, device) if is_finetuned(folder) else PretrainedEncoder(read_checkpoint(folder), device)

@@ -17,7 +17,7 @@ from polymask.tasks.data.own_table import own_task_spec
 from polymask.tasks.data.spec import OwnDataSplit, TableKind, TaskSpec
 from polymask.tasks.finetune.hf_folder import is_hf_folder
 from polymask.tasks.finetune.options import FinetuneConfig
-from polymask.tasks.finetune.recipe import recipe_settings
+from polymask.tasks.finetune.recipe import own_table_settings
 
 
 def own_data_task(data: Path, targets: Sequence[str], checkpoint: Path, given: dict[str, Any],
@@ -30,8 +30,8 @@ def own_data_task(data: Path, targets: Sequence[str], checkpoint: Path, given: d
                           f"Hugging Face folder is fine-tuned on built-in tasks (--task)")
     loaded = read_checkpoint(checkpoint)
     modality = build_modality(loaded.run_config.modality)
-    config = recipe_settings(modality.finetune_recipe, given)
-    system = checkpoint_system(loaded, config)
+    config = own_table_settings(modality.finetune_recipe, given)
+    system = checkpoint_system(checkpoint, config, loaded)
     return system, own_task_spec(data, targets, system.modality, input_column, kind, split), config
 
 

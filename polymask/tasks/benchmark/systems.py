@@ -116,11 +116,10 @@ def _keeps_none(model_dir: Path) -> None:
     return None
 
 
-def checkpoint_system(path: Path | LoadedCheckpoint, config: FinetuneConfig) -> System:
-    """A pretrained checkpoint (its folder, or the checkpoint read from it), fine-tuned per task and seed (objective
-    modules dropped); each cell keeps its chosen model unless ``config.save_model`` is off."""
-    checkpoint = path if isinstance(path, LoadedCheckpoint) else read_checkpoint(path)
-    path = checkpoint.folder if isinstance(path, LoadedCheckpoint) else path
+def checkpoint_system(path: Path, config: FinetuneConfig, loaded: LoadedCheckpoint | None = None) -> System:
+    """A pretrained checkpoint (read from ``path`` unless ``loaded`` is it already), fine-tuned per task and seed
+    (objective modules dropped); each cell keeps its chosen model unless ``config.save_model`` is off."""
+    checkpoint = loaded or read_checkpoint(path)
     checkpoint.build_objective()  # refuses mismatched or non-finite weights now, not after the task data is read
     modality = build_modality(checkpoint.run_config.modality)
     objective = checkpoint.run_config.objective.name

@@ -29,7 +29,8 @@ from polymask.errors import DataError, InvalidRecord, TaskFileMissing
 from polymask.modalities.base import Modality
 from polymask.resources import builtin_dir
 from polymask.tasks.data import splits
-from polymask.tasks.data.spec import TaskSpec
+from polymask.tasks.data.spec import OWN_DATA, TaskSpec
+from polymask.tasks.metrics.scoring import METRICS
 
 DATA_DIR_ENV = "POLYMASK_DATA_DIR"
 TABLE_FILE_TYPES = (".csv", ".tsv", ".txt", ".jsonl", ".parquet")
@@ -271,17 +272,28 @@ def with_train_cap(task: TaskData, cap: int | None, seed: int) -> TaskData:
     return dataclasses.replace(task, train=subset(task.train, cap, seed))
 
 
+def _one_class(label_names: list[str], labels: np.ndarray) -> str | None:
+    """Why no label column of a split ranks positives against negatives (each holds one class only), or None."""
+    counts = [(name, int(np.nansum(column)), int((~np.isnan(column)).sum()))
+              for name, column in zip(label_names, labels.T)]
+    if any(0 < positives < present for _, positives, present in counts):
+        return None
+    shown = ", ".join(f"'{name}' {positives} of {present}" for name, positives, present in counts[:4])
+    return f"holds one class only in every label column (positives: {shown}{', ...' if len(counts) > 4 else ''})"
+
+
 def _check_split(spec: TaskSpec, where: str, label_names: list[str], part: str, split: TaskSplit, total: int) -> None:
     """``DataError`` for a split a run cannot use: an empty one, or a validation or test split where the task's
-    metric is undefined (one class only)."""
-    scored = part != "training"
-    problem = "is empty" if not len(split) else \
-        spec.task_kind.undefined_metric(label_names, split.labels) if scored else None
+    metric is undefined (ROC-AUC over one class)."""
+    scored = part != "training" and METRICS[spec.metric].needs_both_classes
+    problem = "is empty" if not len(split) else _one_class(label_names, split.labels) if scored else None
     if problem:
-        advice = " or try --split random" if spec.split.method == "scaffold" else ""
-        undefined = f", so {spec.metric} is undefined there" if scored else ""
+        own = spec.benchmark == OWN_DATA
+        fix = ("add rows" + (" or try --split random" if spec.split.method == "scaffold" else "")) if own else \
+            "check the task's files"
+        undefined = f", so {spec.metric} is undefined there" if problem != "is empty" else ""
         raise DataError(f"{where}: its {spec.split.method} {part} split ({len(split)} of {total} usable rows) "
-                        f"{problem}{undefined}: add data{advice}")
+                        f"{problem}{undefined}: {fix}")
 
 
 def load_task(spec: TaskSpec, modality: Modality, data_dir: Path | None = None,

@@ -2,6 +2,7 @@
 kind of task read off the target values, the metric and the split, as a task YAML would declare them."""
 from __future__ import annotations
 
+import re
 from pathlib import Path
 from typing import Iterable, Mapping, Sequence
 
@@ -40,7 +41,8 @@ def _shown(values: Sequence[str], limit: int = 6) -> str:
 def _reads_negative(label: str) -> bool:
     """Whether a class label reads as "not": no, false, inactive, non-toxic, not active, BBB-."""
     text = label.strip().lower()
-    return text in NEGATIVE_LABELS or text.startswith(("non", "not")) or (len(text) > 1 and text.endswith("-"))
+    return text in NEGATIVE_LABELS or re.match(r"non|not[\s_-]", text) is not None \
+        or (len(text) > 1 and text.endswith("-"))
 
 
 def _negative_first(classes: list[str]) -> list[str]:

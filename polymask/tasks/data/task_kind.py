@@ -59,11 +59,6 @@ class TaskKind:
         """Refuse (``InvalidRecord``) a table row's label values (NaN: missing) that this kind cannot learn from."""
 
     @classmethod
-    def undefined_metric(cls, label_names: list[str], labels: np.ndarray) -> str | None:
-        """Why the headline metric cannot be computed on a split with these labels (N, T; NaN: missing), or None."""
-        return None
-
-    @classmethod
     def n_outputs(cls, spec: "TaskSpec", label_names: list[str], train_labels: np.ndarray) -> int:
         """Output units of the head: by default one per label column."""
         return len(label_names)

@@ -254,6 +254,14 @@ def load_hf_folder(path: Path) -> HFFolder:
         SpecialIds.of(tokenizer)
     except DataError as exc:
         raise CheckpointError(f"{folder}: {exc}") from None
-    reads_segments = "token_type_ids" in inspect.signature(model.forward).parameters \
-        and getattr(model.config, "type_vocab_size", 0) > 1  # BERT's segment embeddings, whatever the tokenizer says
-    return HFFolder(folder, model, tokenizer, hf_tokenizer.sep_token_id if reads_segments else None)
+    return HFFolder(folder, model, tokenizer, _segment_separator(model, hf_tokenizer))
+
+
+def _segment_separator(model: nn.Module, tokenizer: "PreTrainedTokenizerBase") -> int | None:
+    """The separator after which a pair's second text gets token type 1, where the model reads token types and
+    the folder's tokenizer marks a pair's second text so (BERT); None otherwise (RoBERTa: all 0; ESM: none)."""
+    if "token_type_ids" not in inspect.signature(model.forward).parameters \
+            or getattr(model.config, "type_vocab_size", 0) < 2 or tokenizer.sep_token_id is None:
+        return None
+    pair = tokenizer("a", "b", return_token_type_ids=True)
+    return tokenizer.sep_token_id if 1 in pair.get("token_type_ids", []) else None

@@ -41,6 +41,14 @@ def recipe_settings(benchmark: str | None, given: dict[str, Any]) -> FinetuneCon
     return finetune_settings(merge(raw, given))  # nested fields (task_settings, span) merge key by key
 
 
+def own_table_settings(benchmark: str | None, given: dict[str, Any]) -> FinetuneConfig:
+    """The fine-tuning settings of a user's own table: ``given`` over ``benchmark``'s recipe without its per-task
+    settings (they name that benchmark's tasks) over the defaults."""
+    recipe = {key: value for key, value in (benchmark_recipe(benchmark) if benchmark else {}).items()
+              if key != "task_settings"}
+    return finetune_settings(merge(recipe, given))
+
+
 def _clear(settings: dict[str, Any], given: dict[str, Any]) -> None:
     """Remove from ``settings`` each leaf that ``given`` sets (a nested dict keeps its other keys)."""
     for key, value in given.items():

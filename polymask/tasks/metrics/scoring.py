@@ -22,6 +22,8 @@ from polymask.tasks.metrics import squad
 class Metric:
     function: Callable[[Any, Any], float]
     higher_is_better: bool
+    #: Undefined unless some label column holds both classes (a ranking of positives against negatives).
+    needs_both_classes: bool = False
 
 
 def _per_binary_task(score: Callable[[np.ndarray, np.ndarray], float]) -> Callable[[np.ndarray, np.ndarray], float]:
@@ -65,8 +67,8 @@ def _mcc(truth: np.ndarray, predicted: np.ndarray) -> float:
 
 
 METRICS: dict[str, Metric] = {
-    "roc_auc": Metric(_per_binary_task(skm.roc_auc_score), True),
-    "prc_auc": Metric(_per_binary_task(skm.average_precision_score), True),
+    "roc_auc": Metric(_per_binary_task(skm.roc_auc_score), True, needs_both_classes=True),
+    "prc_auc": Metric(_per_binary_task(skm.average_precision_score), True, needs_both_classes=True),
     "rmse": Metric(_regression(lambda y, p: np.sqrt(np.mean((y - p) ** 2))), False),
     "mae": Metric(_regression(lambda y, p: np.mean(np.abs(y - p))), False),
     "pearson": Metric(_regression(lambda y, p: stats.pearsonr(y, p)[0]), True),

@@ -27,18 +27,6 @@ class Binary(TableTaskKind):
     def class_names(cls, spec: "TaskSpec", n_outputs: int) -> list[str]:
         return list(spec.label_values or ["0", "1"])
 
-    @classmethod
-    def undefined_metric(cls, label_names: list[str], labels: np.ndarray) -> str | None:
-        """ROC-AUC needs both classes in at least one label column."""
-        import numpy as np
-
-        counts = [(name, int(np.nansum(column)), int((~np.isnan(column)).sum()))
-                  for name, column in zip(label_names, labels.T)]
-        if any(0 < positives < present for _, positives, present in counts):
-            return None
-        shown = ", ".join(f"'{name}' {positives} of {present}" for name, positives, present in counts[:4])
-        return f"holds one class only in every label column (positives: {shown}{', ...' if len(counts) > 4 else ''})"
-
     def loss(self, logits: "Tensor", labels: "Tensor") -> "Tensor":
         import torch
 
