@@ -165,8 +165,9 @@ def test_a_validation_split_with_one_class_is_one_error(tmp_path, smiles):
     positives = [i for i, (m, _) in enumerate(rows) if (normalize_record(smiles, m),) in training][:2]
     write_csv(path, ["smiles", "y"], [[m, "1" if i in positives else "0"] for i, (m, _) in enumerate(rows)])
     with pytest.raises(DataError, match=r"bbb.csv: own-data/bbb-y: its scaffold validation split "
-                                        r"\(\d+ of 60 usable rows\) holds one class only in every label column \(positives: 'y' 0 of \d+\), so roc_auc "
-                                        r"is undefined there: add rows or try --split random"):
+                                        r"\(\d+ of 60 usable rows\) holds one class only in every label column "
+                                        r"\(positives: 'y' 0 of \d+\), so roc_auc is undefined there: add rows or "
+                                        r"try --split random"):
         load_task(own_task_spec(path, ["y"], smiles), smiles)
 
 
