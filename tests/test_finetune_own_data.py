@@ -270,6 +270,17 @@ def test_a_table_s_row_is_named_as_the_benchmark_names_the_checkpoint(esol_csv, 
 
 
 @pytest.mark.integration
+def test_the_report_names_the_skipped_rows(tiny_smiles_run, tmp_path):
+    rows = moleculenet_rows("delaney-processed", ["smiles", ESOL_TARGET], 60)
+    rows[5][0] = "C1CC"  # an unparsable SMILES, on line 7
+    path = write_csv(tmp_path / "solubility.csv", ["smiles", "logS"], rows)
+    out = tmp_path / "ft"
+    assert main(["finetune", "--data", str(path), "--target", "logS", "--checkpoint", str(tiny_smiles_run), *QUICK,
+                 "--out", str(out)]) == 0
+    assert f"- own-data/solubility-logS: {path.resolve()}:7: RDKit" in (out / "results.md").read_text()
+
+
+@pytest.mark.integration
 def test_polymask_finetune_from_python_gives_a_loadable_model(tiny_smiles_run, tmp_path):
     rows = moleculenet_rows("clintox", ["smiles", "FDA_APPROVED", "CT_TOX"], 60)
     path = write_csv(tmp_path / "tox.csv", ["smiles", "approved", "toxic"], rows)

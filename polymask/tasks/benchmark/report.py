@@ -190,6 +190,13 @@ def _validation_section(valid_rows: list[dict[str, Any]], systems: list[str], ta
         valid_rows, systems, tasks)
 
 
+def _skipped_rows_section(details: dict[str, dict], tasks: list[str]) -> list[str]:
+    """The first skipped rows of each task, by file and line (results.json keeps the same)."""
+    lines = [f"- {task}: {example['source']}:{example['line']}: {example['reason']}"
+             for task in tasks for example in (details.get(task) or {}).get("skipped_examples", [])]
+    return ["", "Skipped rows (the first of each task):", ""] + lines if lines else []
+
+
 def write_report(out: Path, title: str, rows: list[dict[str, Any]], results: dict[str, Any],
                  settings: dict[str, Any], valid_rows: list[dict[str, Any]] | None = None,
                  sections: list[str] | None = None) -> Path:
@@ -218,6 +225,7 @@ def write_report(out: Path, title: str, rows: list[dict[str, Any]], results: dic
             lines.append(f"| {task} | {detail['split']} | {detail['evaluated_on']} | {detail['metric']} "
                          f"| {row['n_train']} / {row['n_valid']} / "
                          f"{row['n_test']} | {detail['skipped']} | {detail['duplicates_removed']} | {row['truncated']} |")
+    lines += _skipped_rows_section(results["tasks"], tasks)
     lines += ["", "## Systems", ""] + [f"- **{name}**: {text}" for name, text in results["systems"].items()]
     lines += _saved_models_section(results["cells"])
     if results["missing"]:
