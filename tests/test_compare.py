@@ -49,6 +49,7 @@ def test_tiny_compare_run_writes_the_report_and_reuses_it(tmp_path, capsys):
         assert (out / name).is_file(), name
     report = (out / "report.md").read_text()
     assert "6 optimiser steps per run" in report and "| mlm-seed0 | mlm | 6 |" in report
+    assert "**Verdicts**" in report and "Validation scores per objective" in report and "without test-time" in report
     assert "Representation rank" in report and "Semantic multimodality" in report
     rows = list(csv.DictReader((out / "summary.csv").open()))
     assert {"mlm", "maelm", "no pretraining"} <= {row["objective"] for row in rows}  # plus the reference rows
@@ -62,6 +63,12 @@ def test_tiny_compare_run_writes_the_report_and_reuses_it(tmp_path, capsys):
     assert main(args) == 0  # the rerun reuses the finished pieces
     assert (out / "pretrain" / "mlm-seed0" / "summary.json").stat().st_mtime == stamp
     assert json.loads((out / "compare.json").read_text())["runs"][0]["reused"] is True
+    assert main([*args, "--no-references"]) == 0  # the objectives alone, from the same runs and cells
+    rows = list(csv.DictReader((out / "summary.csv").open()))
+    assert {row["objective"] for row in rows} == {"mlm", "maelm"} and {row["split"] for row in rows} == {"valid", "test"}
+    capsys.readouterr()
+    assert main([*args, "--set", "model.d_ff=64"]) == 2  # other settings: not the runs this folder holds
+    assert "holds a run pretrained with other settings" in capsys.readouterr().err
 
 
 def test_a_saved_exlm_run_config_is_a_base_for_every_objective(tmp_path):

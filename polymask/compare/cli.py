@@ -34,7 +34,7 @@ def cmd_compare(args: argparse.Namespace) -> int:
     for name in objectives:
         OBJECTIVES.get(name)
     report = run_compare(args.modality, objectives, budget, args.out, base, args.seeds,
-                         args.benchmark_seeds, args.tasks, finetune, args.data_dir)
+                         args.benchmark_seeds, args.tasks, finetune, args.data_dir, not args.no_references)
     print(f"report: {report}")
     return 0
 
@@ -52,6 +52,9 @@ def add_commands(sub: argparse._SubParsersAction) -> None:
     parser.add_argument("--seeds", type=int, nargs="+", default=[0], help="pretraining seeds")
     parser.add_argument("--benchmark-seeds", type=int, default=3, help="fine-tuning seeds per task")
     parser.add_argument("--tasks", nargs="+", help="task keys (default: each benchmark's default set)")
+    parser.add_argument("--no-references", action="store_true",
+                        help="leave out the untrained encoder and the classical baselines (the verdicts compare "
+                             "objectives only; polymask benchmark gives those rows)")
     add_data_dir_option(parser)
     finetune = parser.add_argument_group("fine-tuning, the same for every pretrained run")
     add_model_options(finetune, FinetuneConfig, ["epochs", "lr", "patience", "max_train_examples"],

@@ -1,9 +1,13 @@
 """Pretraining under a shared budget: one run per (objective, seed), reused when already finished."""
 from __future__ import annotations
 
+import hashlib
 import json
+import os
 from pathlib import Path
 from typing import Any
+
+import torch
 
 from polymask.compare.budget import Budget, measure_step_seconds, steps_for
 from polymask.config import RunConfig, build_run_config, merge
@@ -60,13 +64,25 @@ def plan_steps(config: RunConfig, budget: Budget) -> dict[str, Any]:
             "measured_step_s": step_seconds}
 
 
+def settings_digest(config: RunConfig) -> str:
+    """A hash of the run's settings (its folder and progress display left out): what a reused run must match."""
+    settings = config.model_dump(mode="json", exclude={"out"})
+    settings["train"].pop("progress", None)
+    return hashlib.sha256(json.dumps(settings, sort_keys=True).encode()).hexdigest()[:16]
+
+
 def pretrain(base: dict[str, Any], objective: str, seed: int, budget: Budget, out: Path) -> dict[str, Any]:
-    """Train ``out/pretrain/<objective>-seed<seed>`` (reused when finished under the same budget, resumed
-    when interrupted); returns its summary plus the plan."""
+    """Train ``out/pretrain/<objective>-seed<seed>`` (reused when finished under the same budget and settings,
+    resumed when interrupted); returns its summary plus the plan, which records the threads and the machine's
+    load when the run started (a time budget buys fewer steps on a busy machine)."""
     run_dir = out / "pretrain" / f"{objective}-seed{seed}"
     plan_file = run_dir / "plan.json"
+    config = run_config(base, objective, seed, run_dir)
     if plan_file.is_file():
         plan = json.loads(plan_file.read_text())
+        if plan.get("settings", settings_digest(config)) != settings_digest(config):
+            raise OutputError(f"{run_dir} holds a run pretrained with other settings (another --config or --set); "
+                              f"use another --out, or remove {run_dir}")
         if budget.kind == "time" and plan["budget"] == "time" and "max_steps" not in plan:
             raise ConfigError(f"{run_dir} was pretrained before time budgets ended on the clock (it stopped at a "
                               f"step estimate, so objectives got unequal time); move it away or use another --out")
@@ -79,8 +95,9 @@ def pretrain(base: dict[str, Any], objective: str, seed: int, budget: Budget, ou
         elif held_run(run_dir):  # its benchmark cells would be reused for a model they were not computed on
             raise OutputError(f"{run_dir} holds a run pretrained under another budget ({plan['amount']:g} {plan['budget']}, "
                               f"not {budget.amount:g} {budget.kind}); use another --out, or remove {run_dir.parent.parent}")
-    config = run_config(base, objective, seed, run_dir)
-    plan = {"budget": budget.kind, "amount": budget.amount, **plan_steps(config, budget)}
+    plan = {"budget": budget.kind, "amount": budget.amount, "settings": settings_digest(config),
+            "threads": config.train.threads or torch.get_num_threads(), "load_at_start": round(os.getloadavg()[0], 2),
+            **plan_steps(config, budget)}
     schedule = config.train  # assignments are validated
     schedule.max_steps, schedule.warmup_steps = plan["steps"], min(schedule.warmup_steps, max(1, plan["steps"] // 10))
     if budget.kind == "time":

@@ -18,14 +18,15 @@ from polymask.tasks.metrics.scoring import METRICS
 from polymask.tasks.metrics.significance import NOISE_P, welch_verdict
 
 
-def _objective_scores(results: dict[str, Any], runs: list[dict[str, Any]]) -> dict[tuple[str, str], list[float]]:
-    """(objective, task) -> one test score per pretraining seed (mean over fine-tuning seeds), or the
+def _objective_scores(results: dict[str, Any], runs: list[dict[str, Any]],
+                      split: str = "test") -> dict[tuple[str, str], list[float]]:
+    """(objective, task) -> one ``split`` score per pretraining seed (mean over fine-tuning seeds), or the
     fine-tuning seeds' scores when there is a single pretraining seed."""
     objective_of = {f"{Path(r['run_dir']).name} ({r['objective']})": r["objective"] for r in runs}
     per_run: dict[tuple[str, str, str], list[float]] = {}
     for cell in results["cells"]:
         objective = objective_of.get(cell["system"], cell["system"])
-        per_run.setdefault((objective, cell["task"], cell["system"]), []).append(number(cell["test"][cell["metric"]]))
+        per_run.setdefault((objective, cell["task"], cell["system"]), []).append(number(cell[split][cell["metric"]]))
     grouped: dict[tuple[str, str], list[list[float]]] = {}
     for (objective, task, _), values in per_run.items():
         grouped.setdefault((objective, task), []).append(values)
@@ -56,12 +57,12 @@ def collapsed_objectives(runs: list[dict[str, Any]]) -> set[str]:
 
 
 def benchmark_rows(benchmark: str, results: dict[str, Any], runs: list[dict[str, Any]],
-                   baseline: str) -> list[dict[str, Any]]:
-    """Per (objective, task) and per task average: mean, std and the verdict against ``baseline``; no
-    verdict for a pair in which either pretraining run collapsed."""
+                   baseline: str, split: str = "test") -> list[dict[str, Any]]:
+    """Per (objective, task) and per task average on ``split`` (valid or test): mean, std and the verdict against
+    ``baseline``; no verdict for a pair in which either pretraining run collapsed."""
     collapsed = collapsed_objectives(runs)
     metric_of = {cell["task"]: cell["metric"] for cell in results["cells"]}
-    scores = _objective_scores(results, runs)
+    scores = _objective_scores(results, runs, split)
     groups = {f"mean/{name}": members for name, members in average_groups(metric_of).items()}
     scores.update(_task_averages(scores, groups))
     higher_of = {task: METRICS[metric].higher_is_better for task, metric in metric_of.items()}
@@ -75,7 +76,8 @@ def benchmark_rows(benchmark: str, results: dict[str, Any], runs: list[dict[str,
             verdict, p_value = COLLAPSED_VERDICT, float("nan")
         else:
             verdict, p_value = welch_verdict(values, scores.get((baseline, task), []), higher_of[task])
-        rows.append({"benchmark": benchmark, "task": task, "metric": metric_of[task], "objective": objective,
+        rows.append({"benchmark": benchmark, "split": split, "task": task, "metric": metric_of[task],
+                     "objective": objective,
                      "mean": float(np.mean(values)), "std": float(np.std(values)), "n": len(values),
                      "vs_" + baseline: verdict, "p_value": p_value})
     return rows
@@ -127,8 +129,60 @@ def _collapse_warning(runs: list[dict[str, Any]]) -> list[str]:
             "learned from context, so this report calls no ordering involving it."]
 
 
+def _steps(run: dict[str, Any]) -> str:
+    """A run's steps, marked where a time budget ended on its step ceiling instead of the clock."""
+    ceiling = (run.get("plan") or {}).get("max_steps")
+    return f"{run['steps']} (step ceiling, not the clock)" if ceiling and run["steps"] >= ceiling else str(run["steps"])
+
+
+def _load(plan: dict[str, Any]) -> str:
+    """Threads and the machine's 1-minute load when the run started (what a time budget bought depends on them)."""
+    return f"{plan['threads']} / {plan['load_at_start']:.2f}" if "load_at_start" in plan else "–"
+
+
 def _threads(count: int) -> str:
     return f"{count} thread" + ("" if count == 1 else "s")
+
+
+SPLIT_NAMES = {"valid": "Validation", "test": "Test"}
+
+
+def _score_table(benchmark: str, folder: Path, split: str, table: list[dict[str, Any]], results: dict[str, Any],
+                 runs: list[dict[str, Any]], objectives: list[str], baseline: str) -> list[str]:
+    """One split's scores per objective and task, with each verdict against ``baseline``."""
+    tasks = list(dict.fromkeys(r["task"] for r in table))
+    seeds = "pretraining" if len(runs) > len(objectives) else "fine-tuning"
+    lines = [f"{SPLIT_NAMES[split]} scores per objective: mean ± std over {seeds} seeds; vs {baseline}: Welch's "
+             f"t-test, 'within noise' when p >= {NOISE_P}; a mean column averages a metric's tasks per seed. Full "
+             f"table with reference rows, and the {saved_models(results['cells'])} it saved: "
+             f"[{folder.name}/results.md]({folder.name}/results.md).", "",
+             "| objective | " + " | ".join(_column(t, next(r["metric"] for r in table if r["task"] == t))
+                                          for t in tasks) + " |",
+             "|---|" + "---|" * len(tasks)]
+    for objective in dict.fromkeys(r["objective"] for r in table):
+        cells = [_score_cell(next((r for r in table if r["objective"] == objective and r["task"] == task), None),
+                             baseline) for task in tasks]
+        lines.append(f"| {objective} | " + " | ".join(cells) + " |")
+    return lines + [""]
+
+
+def _verdicts(tables: dict[str, list[dict[str, Any]]], baseline: str) -> list[str]:
+    """One line per objective: its mean over the tasks against ``baseline``'s, on validation (where a choice is
+    made) and on test, with Welch's p."""
+    lines = ["**Verdicts** (the mean over the tasks of each metric, per seed; validation decides):", ""]
+    for objective in dict.fromkeys(r["objective"] for r in tables["test"]):
+        if objective == baseline:
+            continue
+        parts = []
+        for split, table in tables.items():
+            for row in (r for r in table if r["objective"] == objective and r["task"].startswith("mean/")):
+                base = next((r for r in table if r["objective"] == baseline and r["task"] == row["task"]), None)
+                p_value = "" if math.isnan(row["p_value"]) else f", p = {row['p_value']:.3f}"
+                against = f" vs {base['mean']:.3f}" if base else ""
+                parts.append(f"{SPLIT_NAMES[split].lower()} {row['metric']} {row['mean']:.3f}{against}: "
+                             f"{row['vs_' + baseline]}{p_value}")
+        lines.append(f"- **{objective}** against {baseline}: " + "; ".join(parts))
+    return lines
 
 
 def write_compare_report(out: Path, modality: str, budget: Budget, runs: list[dict[str, Any]],
@@ -144,14 +198,17 @@ def write_compare_report(out: Path, modality: str, budget: Budget, runs: list[di
              f"- Machine: {machine()['device']}, {_threads(machine()['threads'])} in this invocation. Compute: pretraining "
              f"{duration(sum(run['train_time_s'] for run in runs))}, benchmark cells {duration(finetune_seconds)} "
              f"(summed over runs and cells); this invocation {duration(wall_time)}, reusing finished pieces.",
+             "- Fine-tuning: each benchmark's recipe without test-time averaging (compare ranks the encoders' own "
+             "predictions; `polymask benchmark` reports averaged rows of their own).",
              *_collapse_warning(runs),
              "", "## Pretraining", "",
-             "| run | objective | steps | real tokens | train time (s) | tokens/s | final val loss | val accuracy "
-             "| unigram accuracy | effective rank | collapsed |",
-             "|---|---|---:|---:|---:|---:|---:|---:|---:|---:|---|"]
+             "| run | objective | steps | real tokens | train time (s) | threads / load at start | tokens/s "
+             "| final val loss | val accuracy | unigram accuracy | effective rank | collapsed |",
+             "|---|---|---:|---:|---:|---|---:|---:|---:|---:|---:|---|"]
     for run in runs:
-        lines.append(f"| {Path(run['run_dir']).name} | {run['objective']} | {run['steps']} | {run['tokens']:,} | "
-                     f"{run['train_time_s']} | {run['tokens_per_s']:,.0f} | {run['final_val_loss']:.4f} | "
+        lines.append(f"| {Path(run['run_dir']).name} | {run['objective']} | {_steps(run)} | {run['tokens']:,} | "
+                     f"{run['train_time_s']} | {_load(run.get('plan') or {})} | {run['tokens_per_s']:,.0f} | "
+                     f"{run['final_val_loss']:.4f} | "
                      f"{run['final_val_accuracy']:.3f} | {_optional(run.get('unigram_accuracy'), '.3f')} | "
                      f"{_optional(run.get('final_val_rank'), 'd')} | {_optional(run.get('collapsed'), '')} |")
     lines += ["", "Validation losses are each objective's own loss (MLM cross-entropy, MAE-LM's decoder "
@@ -161,25 +218,13 @@ def write_compare_report(out: Path, modality: str, budget: Budget, runs: list[di
               "states on validation tokens (see docs/collapse.md).", "", "![validation loss](loss_curves.png)", ""]
     rows: list[dict[str, Any]] = []
     for benchmark, folder in benchmarks.items():
-        table = benchmark_rows(benchmark, results[benchmark], runs, baseline)
-        rows += table
-        tasks = list(dict.fromkeys(r["task"] for r in table))
-        lines += [f"## {benchmark}", "", f"Test scores per objective: mean ± std over "
-                  f"{'pretraining' if len(runs) > len(objectives) else 'fine-tuning'} seeds; "
-                  f"vs {baseline}: Welch's t-test, 'within noise' when p >= {NOISE_P}; a mean column averages a metric's "
-                  f"tasks per seed. Full table with reference "
-                  f"rows, and the {saved_models(results[benchmark]['cells'])} it saved: "
-                  f"[{folder.name}/results.md]({folder.name}/results.md).", "",
-                  "| objective | " + " | ".join(_column(t, next(r["metric"] for r in table if r["task"] == t))
-                                                for t in tasks) + " |",
-                  "|---|" + "---|" * len(tasks)]
-        for objective in dict.fromkeys(r["objective"] for r in table):
-            cells = []
-            for task in tasks:
-                row = next((r for r in table if r["objective"] == objective and r["task"] == task), None)
-                cells.append(_score_cell(row, baseline))
-            lines.append(f"| {objective} | " + " | ".join(cells) + " |")
-        lines += ["", f"![{benchmark}]({folder.name}/results.png)", ""]
+        tables = {split: benchmark_rows(benchmark, results[benchmark], runs, baseline, split)
+                  for split in ("valid", "test")}
+        rows += tables["valid"] + tables["test"]
+        lines += [f"## {benchmark}", "", *_verdicts(tables, baseline), ""]
+        for split, table in tables.items():
+            lines += _score_table(benchmark, folder, split, table, results[benchmark], runs, objectives, baseline)
+        lines += [f"![{benchmark}]({folder.name}/results.png)", ""]
     if "rank" in analyses:
         lines += ["## Representation rank (MAE-LM paper, Figure 1)", "", (out / "rank" / "rank.md").read_text(),
                   "![rank](rank/rank.png)", ""]

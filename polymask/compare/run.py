@@ -89,8 +89,9 @@ def compare_settings(benchmark: str, given: dict[str, Any]) -> FinetuneConfig:
 
 def run_compare(modality: str, objectives: list[str], budget: Budget, out: Path, base: dict[str, Any],
                 seeds: list[int], benchmark_seeds: int, tasks: list[str] | None, finetune: dict[str, Any],
-                data_dir: Path | None = None) -> Path:
-    """Run everything; ``finetune`` holds the fine-tuning fields given (each benchmark's recipe fills the rest).
+                data_dir: Path | None = None, references: bool = True) -> Path:
+    """Run everything; ``finetune`` holds the fine-tuning fields given (each benchmark's recipe fills the rest);
+    ``references``: also the untrained encoder and the field's classical baselines (rows the verdicts do not read).
     Returns the path of ``report.md``."""
     check_objectives(objectives)
     keys_of = {benchmark: ([t for t in tasks if t.startswith(f"{benchmark}/")] if tasks else
@@ -109,8 +110,9 @@ def run_compare(modality: str, objectives: list[str], budget: Budget, out: Path,
     for benchmark, chosen in settings.items():
         keys = keys_of[benchmark]
         systems = [checkpoint_system(path, chosen) for path in run_dirs]
-        systems += [untrained_system(run_dirs[0], chosen)] + reference_systems(benchmark, systems[0].modality,
-                                                                                 chosen.max_train_examples)
+        if references:
+            systems += [untrained_system(run_dirs[0], chosen)] + reference_systems(benchmark, systems[0].modality,
+                                                                                     chosen.max_train_examples)
         report = run_benchmark(systems, keys, list(range(benchmark_seeds)), out / f"benchmark-{benchmark}",
                                f"{benchmark} benchmark ({budget.describe()})", data_dir,
                                {"fine-tuning": chosen.model_dump(), "pretraining budget": budget.describe()},
