@@ -75,5 +75,5 @@ def test_compare_refuses_a_run_folder_pretrained_under_another_budget(tmp_path):
     (run / "plan.json").write_text(json.dumps({"budget": "steps", "amount": 6, "steps": 6}))
     (run / "metrics.jsonl").write_text('{"step": 1, "loss": 5.0}\n')
     with pytest.raises(OutputError, match="pretrained under another budget \\(6 steps, not 8 steps\\)"):
-        pretrain({}, "mlm", 0, Budget("steps", 8), tmp_path)
+        pretrain({"modality": {"name": "smiles"}}, "mlm", 0, Budget("steps", 8), tmp_path)
     assert (run / "metrics.jsonl").read_text() == '{"step": 1, "loss": 5.0}\n'
