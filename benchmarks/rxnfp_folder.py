@@ -16,8 +16,8 @@ folder that ``AutoModel``, ``AutoModelForMaskedLM`` and ``AutoTokenizer`` load, 
 - ``tokenizer.json`` (``PreTrainedTokenizerFast``): the regex of the wheel's ``rxnfp/tokenization.py`` as an
   isolated Split pre-tokenizer, a WordLevel model over its ``vocab.txt`` with ``[UNK]`` for tokens outside it,
   ``[CLS] a [SEP]``, no lower-casing; ``tokenizer_config.json`` and ``special_tokens_map.json`` beside it.
-  rxnfp's tokenizer silently drops characters its regex does not match (none in a valid SMILES); this one gives
-  them ``[UNK]``.
+  rxnfp's tokenizer silently drops characters its regex does not match: whitespace is dropped here too (``" CC
+  O"`` reads as ``CCO``); any other such character (none in a valid SMILES) gets ``[UNK]`` instead.
 
 Before the folder is moved into place it is loaded back as ``BertForMaskedLM`` (no weight missing or left over),
 and each token of a few ESOL molecules is masked alone and predicted. ``--check-molecules`` also compares the
@@ -37,7 +37,7 @@ from pathlib import Path
 
 import pandas as pd
 import torch
-from tokenizers import Regex, Tokenizer, decoders, models, pre_tokenizers
+from tokenizers import Regex, Tokenizer, decoders, models, normalizers, pre_tokenizers
 from transformers import AutoModelForMaskedLM, AutoTokenizer
 
 from polymask.checkpoints.atomic import staged_folder
@@ -84,6 +84,7 @@ def smiles_tokenizer(vocab: list[str], regex: str) -> Tokenizer:
     """rxnfp's tokenization as a fast tokenizer: regex pieces, each looked up whole ([UNK] if absent), no
     lower-casing, wrapped as ``[CLS] a [SEP]``."""
     tokenizer = Tokenizer(models.WordLevel({token: index for index, token in enumerate(vocab)}, unk_token="[UNK]"))
+    tokenizer.normalizer = normalizers.Replace(Regex(r"\s+"), "")  # rxnfp's regex skips whitespace: dropped
     tokenizer.pre_tokenizer = pre_tokenizers.Split(Regex(regex), behavior="isolated")
     tokenizer.decoder = decoders.Fuse()
     return add_special_token_processing(tokenizer)

@@ -88,6 +88,7 @@ def test_the_tokenizer_reads_smiles_as_rxnfp_does(converted):
     ids = tokenizer("CC[Fe]N")["input_ids"]
     assert ids == [3, 6, 6, 2, 10, 4]  # vocab.txt's line numbers: [CLS] C C [UNK] N [SEP]
     assert tokenizer("C.C")["input_ids"] == [3, 6, 2, 6, 4]  # a character outside the regex: [UNK], never dropped
+    assert tokenizer(" C C\tN\n")["input_ids"] == tokenizer("CCN")["input_ids"]  # whitespace dropped, as rxnfp does
     assert (tokenizer.pad_token_id, tokenizer.mask_token_id) == (0, 5)
 
 
