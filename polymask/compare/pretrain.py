@@ -78,9 +78,10 @@ def pretrain(base: dict[str, Any], objective: str, seed: int, budget: Budget, ou
     run_dir = out / "pretrain" / f"{objective}-seed{seed}"
     plan_file = run_dir / "plan.json"
     config = run_config(base, objective, seed, run_dir)
+    settings = settings_digest(config)
     if plan_file.is_file():
         plan = json.loads(plan_file.read_text())
-        if plan.get("settings", settings_digest(config)) != settings_digest(config):
+        if plan.get("settings", settings) != settings:  # plans written before settings were recorded: not checked
             raise OutputError(f"{run_dir} holds a run pretrained with other settings (another --config or --set); "
                               f"use another --out, or remove {run_dir}")
         if budget.kind == "time" and plan["budget"] == "time" and "max_steps" not in plan:
@@ -95,7 +96,7 @@ def pretrain(base: dict[str, Any], objective: str, seed: int, budget: Budget, ou
         elif held_run(run_dir):  # its benchmark cells would be reused for a model they were not computed on
             raise OutputError(f"{run_dir} holds a run pretrained under another budget ({plan['amount']:g} {plan['budget']}, "
                               f"not {budget.amount:g} {budget.kind}); use another --out, or remove {run_dir.parent.parent}")
-    plan = {"budget": budget.kind, "amount": budget.amount, "settings": settings_digest(config),
+    plan = {"budget": budget.kind, "amount": budget.amount, "settings": settings,
             "threads": config.train.threads or torch.get_num_threads(), "load_at_start": round(os.getloadavg()[0], 2),
             **plan_steps(config, budget)}
     schedule = config.train  # assignments are validated

@@ -147,7 +147,7 @@ def _threads(count: int) -> str:
 SPLIT_NAMES = {"valid": "Validation", "test": "Test"}
 
 
-def _score_table(benchmark: str, folder: Path, split: str, table: list[dict[str, Any]], results: dict[str, Any],
+def _score_table(folder: Path, split: str, table: list[dict[str, Any]], results: dict[str, Any],
                  runs: list[dict[str, Any]], objectives: list[str], baseline: str) -> list[str]:
     """One split's scores per objective and task, with each verdict against ``baseline``."""
     tasks = list(dict.fromkeys(r["task"] for r in table))
@@ -223,7 +223,7 @@ def write_compare_report(out: Path, modality: str, budget: Budget, runs: list[di
         rows += tables["valid"] + tables["test"]
         lines += [f"## {benchmark}", "", *_verdicts(tables, baseline), ""]
         for split, table in tables.items():
-            lines += _score_table(benchmark, folder, split, table, results[benchmark], runs, objectives, baseline)
+            lines += _score_table(folder, split, table, results[benchmark], runs, objectives, baseline)
         lines += [f"![{benchmark}]({folder.name}/results.png)", ""]
     if "rank" in analyses:
         lines += ["## Representation rank (MAE-LM paper, Figure 1)", "", (out / "rank" / "rank.md").read_text(),
