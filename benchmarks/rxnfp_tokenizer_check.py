@@ -9,6 +9,7 @@ each task file's RDKit-valid SMILES, normalised by the SMILES modality, each onc
 """
 from __future__ import annotations
 
+import importlib
 import re
 import sys
 import tempfile
@@ -53,11 +54,14 @@ class TaskCheck:
 
 def rxnfp_tokenizer(wheel: Path) -> "PreTrainedTokenizerBase":
     """rxnfp's ``SmilesTokenizer`` over its pretrained model's vocab.txt, its module run from the wheel."""
-    bert = transformers.models.bert
+    # The module that rxnfp's ``from transformers import BertTokenizer`` reads: transformers' ``from_pretrained``
+    # can put a new lazy ``transformers`` module into sys.modules, so the one imported above may be stale.
+    current = importlib.import_module("transformers")
+    bert = current.models.bert
     python_bert = getattr(bert, "BertTokenizerLegacy", bert.BertTokenizer)
     module = types.ModuleType("rxnfp_tokenization")
     with mock.patch.dict(sys.modules, {"pkg_resources": types.ModuleType("pkg_resources")}), \
-            mock.patch.object(transformers, "BertTokenizer", python_bert):
+            mock.patch.object(current, "BertTokenizer", python_bert):
         exec(compile(read_member(wheel, TOKENIZATION).decode(), f"{wheel}/{TOKENIZATION}", "exec"), module.__dict__)
     with tempfile.TemporaryDirectory() as folder:
         vocab = Path(folder) / "vocab.txt"
