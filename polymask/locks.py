@@ -42,25 +42,39 @@ def _owner(path: Path) -> str:
     return text or "unknown"
 
 
+def _is_current(path: Path, handle: IO[str]) -> bool:
+    """Whether ``handle`` is still the file at ``path`` (its holder may have removed it, and another process
+    created a new one there, while this one waited)."""
+    try:
+        return os.path.samestat(os.fstat(handle.fileno()), os.stat(path))
+    except FileNotFoundError:
+        return False
+
+
 def acquire(path: Path, busy_message: Callable[[str], str], *, wait: bool = False,
             on_wait: Callable[[str], None] | None = None) -> FolderLock:
     """Lock ``path`` (created if needed). Taken by another process: raise ``RunBusy(busy_message(owner))``,
-    or with ``wait`` call ``on_wait(owner)`` and block until it is free."""
+    or with ``wait`` call ``on_wait(owner)`` and block until it is free. A holder may remove the file when it
+    is done: the lock is then taken again on the file now at ``path``, never on the removed one."""
     path = Path(path)
-    try:
-        handle = open(path, "a+")
-    except OSError as exc:
-        raise OutputError(f"cannot write {path}: {exc.strerror or exc} (choose a writable folder)") from None
-    try:
-        fcntl.flock(handle, fcntl.LOCK_EX | fcntl.LOCK_NB)
-    except BlockingIOError:
-        owner = _owner(path)
-        if not wait:
-            handle.close()
-            raise RunBusy(busy_message(owner)) from None
-        if on_wait is not None:
-            on_wait(owner)
-        fcntl.flock(handle, fcntl.LOCK_EX)
+    while True:
+        try:
+            handle = open(path, "a+")
+        except OSError as exc:
+            raise OutputError(f"cannot write {path}: {exc.strerror or exc} (choose a writable folder)") from None
+        try:
+            fcntl.flock(handle, fcntl.LOCK_EX | fcntl.LOCK_NB)
+        except BlockingIOError:
+            owner = _owner(path)
+            if not wait:
+                handle.close()
+                raise RunBusy(busy_message(owner)) from None
+            if on_wait is not None:
+                on_wait(owner)
+            fcntl.flock(handle, fcntl.LOCK_EX)
+        if _is_current(path, handle):
+            break
+        handle.close()
     handle.seek(0)
     handle.truncate()
     handle.write(f"process {os.getpid()} ({' '.join(sys.argv) or 'python'})\n")

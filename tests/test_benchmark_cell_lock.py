@@ -25,8 +25,8 @@ def counting_system(calls: list[int], lr: float = 1e-3) -> System:
 
     def run(task: Any, seed: int, model_dir: Path, tracked: TrackedRun) -> dict[str, Any]:
         calls.append(seed)
-        return {"task": TASK, "seed": seed, "metric": "mcc", "test": {"mcc": 0.5}, "split": "predefined",
-                "n_train": 1, "n_valid": 1, "n_test": 1, "skipped": 0, "truncated": 0}
+        return {"task": TASK, "seed": seed, "metric": "mcc", "valid": {"mcc": 0.5}, "test": {"mcc": 0.5},
+                "split": "predefined", "n_train": 1, "n_valid": 1, "n_test": 1, "skipped": 0, "truncated": 0}
 
     dna = MODALITIES.get("dna")
     return System("counting", "records its seeds", dna(dna.Config(name="dna")), run,
@@ -49,7 +49,7 @@ def test_a_cell_held_by_another_process_is_waited_for_and_read_not_rerun(tmp_pat
     time.sleep(0.2)
     assert worker.is_alive(), "run_cells returned without the cell another process holds"
     assert calls == [1]
-    held.write_text(json.dumps({"system": "counting", "task": TASK, "seed": 0, "metric": "mcc",
+    held.write_text(json.dumps({"system": "counting", "task": TASK, "seed": 0, "metric": "mcc", "valid": {"mcc": 0.9},
                                 "test": {"mcc": 0.9}, "split": "predefined", "n_train": 1, "n_valid": 1,
                                 "n_test": 1, "skipped": 0, "truncated": 0}))
     other.release()
@@ -124,3 +124,69 @@ def test_the_data_identity_is_the_content_not_where_the_file_lies(tmp_path: Path
     first = data_identity(own_table_task(Path("a/sol.csv"), ["y"], "smiles"))
     assert first == data_identity(own_table_task(tmp_path / "a" / "sol.csv", ["y"], "smiles"))
     assert first["train"] == data_identity(own_table_task(Path("b.csv"), ["y"], "smiles"))["train"]
+
+
+def test_a_waiter_never_locks_a_lock_file_its_holder_removed(tmp_path: Path) -> None:
+    """A cell's holder removes its lock file when done; a process that was waiting on the removed file must not
+    run beside one that has since locked the new file at the same path."""
+    path = tmp_path / "seed-0.lock"
+    first = acquire(path, str)
+    got: list[str] = []
+    waiter = threading.Thread(target=lambda: got.append(acquire(path, str, wait=True).path.name))
+    waiter.start()
+    time.sleep(0.3)
+    path.unlink()
+    newcomer = acquire(path, str)  # a new process: creates and locks a new file there
+    first.release()
+    waiter.join(timeout=0.5)
+    assert waiter.is_alive() and got == [], "the waiter took the removed file's lock while the newcomer holds the path"
+    newcomer.release()
+    waiter.join(timeout=10)
+    assert got == ["seed-0.lock"]
+
+
+def test_two_rows_that_would_share_cells_are_refused(tmp_path: Path) -> None:
+    calls: list[int] = []
+    with pytest.raises(ConfigError, match="two rows named 'counting' would share their cells: records its seeds and "
+                                          "records its seeds; give each checkpoint once"):
+        run_cells([counting_system(calls), counting_system(calls)], [TASK], [0], tmp_path, progress=False)
+    assert calls == []
+
+
+@pytest.mark.parametrize("content, why", [("", "unreadable"), ('{"system": "x", "te', "unreadable"),
+                                          ("[1, 2]", "no valid task, metric, valid, test"),
+                                          ('{"identity": 5}', "no valid task"),
+                                          ('{"task": "t", "metric": "mcc", "valid": {}, "test": {}, "identity": 5}',
+                                           "its identity is not an object")])
+def test_a_damaged_cell_is_one_line_naming_it(tmp_path: Path, content: str, why: str) -> None:
+    cell = tmp_path / "cells" / "counting" / "dna-ecoli_promoters" / "seed-0.json"
+    cell.parent.mkdir(parents=True)
+    cell.write_text(content)
+    with pytest.raises(ConfigError, match=rf"seed-0.json is not a benchmark cell \({why}.*delete it, and the folder "
+                                          rf"seed-0/ beside it"):
+        run_cells([counting_system([])], [TASK], [0], tmp_path, progress=False)
+
+
+def test_a_model_left_by_an_earlier_run_of_the_cell_is_removed_before_it_runs(tmp_path: Path) -> None:
+    stale = tmp_path / "cells" / "counting" / "dna-ecoli_promoters" / "seed-0"
+    stale.mkdir(parents=True)
+    (stale / "finetuned.json").write_text("{}")  # from a run with other settings, whose cell file was deleted
+    cells = run_cells([counting_system([])], [TASK], [0], tmp_path, progress=False)["cells"]
+    assert not stale.exists() and "model_dir" not in cells[0]
+
+
+def test_weights_keys_recorded_since_a_cell_was_written_are_trusted_but_a_changed_one_is_not(tmp_path: Path) -> None:
+    calls: list[int] = []
+
+    def system(weights: dict[str, Any]) -> System:
+        plain = counting_system(calls)
+        plain.identity = lambda task_name: {"weights": weights, "finetune": {"lr": 1e-3}}
+        return plain
+
+    run_cells([system({"sha256": "w"})], [TASK], [0], tmp_path, progress=False)  # before tokenizers were hashed
+    run_cells([system({"sha256": "w", "tokenizer": "t1"})], [TASK], [0], tmp_path, progress=False)
+    assert calls == [0]
+    (tmp_path / "cells" / "counting" / "dna-ecoli_promoters" / "seed-0.json").unlink()
+    run_cells([system({"sha256": "w", "tokenizer": "t1"})], [TASK], [0], tmp_path, progress=False)
+    with pytest.raises(ConfigError, match="system.weights.tokenizer: then 't1', now 't2'"):
+        run_cells([system({"sha256": "w", "tokenizer": "t2"})], [TASK], [0], tmp_path, progress=False)

@@ -60,12 +60,18 @@ def test_tiny_compare_run_writes_the_report_and_reuses_it(tmp_path, capsys):
     assert maelm["vs_mlm"] == COLLAPSED_VERDICT if collapsed else maelm["vs_mlm"] in {"within noise", "better", "worse"}
     assert ("Collapsed pretraining" in report) == collapsed and "| unigram accuracy |" in report
     stamp = (out / "pretrain" / "mlm-seed0" / "summary.json").stat().st_mtime
+    rank_stamp = (out / "rank" / "rank.json").stat().st_mtime
     assert main(args) == 0  # the rerun reuses the finished pieces
     assert (out / "pretrain" / "mlm-seed0" / "summary.json").stat().st_mtime == stamp
+    assert (out / "rank" / "rank.json").stat().st_mtime == rank_stamp
     assert json.loads((out / "compare.json").read_text())["runs"][0]["reused"] is True
     assert main([*args, "--no-references"]) == 0  # the objectives alone, from the same runs and cells
     rows = list(csv.DictReader((out / "summary.csv").open()))
     assert {row["objective"] for row in rows} == {"mlm", "maelm"} and {row["split"] for row in rows} == {"valid", "test"}
+    assert main([*args[:4], "mlm", *args[5:], "--no-references"]) == 0  # fewer runs: the analyses follow them
+    for name in ("rank", "semantics"):
+        measured = json.loads((out / name / f"{name}.json").read_text())["results"]
+        assert [result["label"] for result in measured] == ["mlm-seed0 (mlm)"], name
     capsys.readouterr()
     assert main([*args, "--set", "model.d_ff=64"]) == 2  # other settings: not the runs this folder holds
     assert "holds a run pretrained with other settings" in capsys.readouterr().err

@@ -76,13 +76,15 @@ def test_benchmark_dna_has_the_capped_references_and_reports_missing_tasks(tiny_
     monkeypatch.delenv("POLYMASK_DATA_DIR", raising=False)
     out = tmp_path / "bench"
     assert main(["benchmark", "dna", "--checkpoint", str(tiny_checkpoint), "--tasks", "ecoli_promoters", "tf_0",
-                 "--seeds", "2", "--epochs", "2", "--max-train-examples", "40", "--data-dir", str(tmp_path / "empty"),
+                 "--seeds", "2", "--epochs", "2", "--max-train-examples", "40", "--max-valid-examples", "10",
+                 "--max-test-examples", "12", "--data-dir", str(tmp_path / "empty"),
                  "--out", str(out), "--quiet"]) == 0
     assert {p.name for p in out.iterdir()} >= {"results.md", "results.csv", "results.json", "results.png", "cells"}
     report = json.loads((out / "results.json").read_text())
     assert {row["system"] for row in report["rows"]} == {"tiny-dna (mlm)", "no pretraining", KMER_REFERENCE}
     assert all(row["task"] == "dna/ecoli_promoters" and row["seeds"] == 2 for row in report["rows"])
-    assert [row["n_train"] for row in report["rows"]] == [40, 40, 40]  # the reference gets the same cap
+    # the reference is trained and scored on the same capped subsets
+    assert [(row["n_train"], row["n_valid"], row["n_test"]) for row in report["rows"]] == [(40, 10, 12)] * 3
     assert "GUE/tf/0/train.csv' not found" in report["missing"]["dna/tf_0"]
     markdown = (out / "results.md").read_text()
     assert "ecoli_promoters mcc ↑" in markdown and "## Missing tasks (not run)" in markdown

@@ -240,3 +240,18 @@ def test_an_unusable_folder_is_one_line(folders, tmp_path, capsys, make, message
     assert err.startswith(f"polymask: error: {folder}: ") and message in err, err
     assert err.count("\n") == 1 and "Traceback" not in err
     assert not (tmp_path / "b").exists()
+
+
+def test_a_folder_whose_weights_changed_at_the_same_size_is_not_reused(folders, tmp_path, capsys):
+    from safetensors.torch import load_file, save_file
+
+    folder = tmp_path / "tiny-bert"
+    shutil.copytree(folders["bert"], folder)
+    benchmark_rows(tmp_path / "bench", folder, references=False)
+    weights = load_file(folder / "model.safetensors")
+    first = next(iter(weights))
+    save_file({**weights, first: weights[first] + 1}, folder / "model.safetensors", metadata={"format": "pt"})
+    capsys.readouterr()
+    assert main(["benchmark", "moleculenet", "--checkpoint", str(folder), *CAPS, "--out", str(tmp_path / "bench"),
+                 "--no-references"]) == 2
+    assert "run otherwise (system.weights.sha256.model.safetensors: then" in capsys.readouterr().err

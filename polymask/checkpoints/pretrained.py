@@ -62,7 +62,8 @@ MANIFEST = "manifest.json"
 CHECKPOINT_NAME = re.compile(r"step-\d{6,}")
 
 
-def _sha256(path: Path) -> str:
+def file_sha256(path: Path) -> str:
+    """The sha256 of a file's bytes, read in blocks."""
     digest = hashlib.sha256()
     with open(path, "rb") as handle:
         for block in iter(lambda: handle.read(2**22), b""):
@@ -85,7 +86,7 @@ def _fsync_dir(path: Path) -> None:
 def write_manifest(folder: Path, fields: dict[str, Any]) -> None:
     """Write ``manifest.json`` last into a finished folder: ``fields`` and the sha256 of every file in it
     (what ``verify_checkpoint`` checks)."""
-    files = {path.name: _sha256(path) for path in sorted(folder.iterdir())}
+    files = {path.name: file_sha256(path) for path in sorted(folder.iterdir())}
     _write_json(folder / MANIFEST, {**fields, "files": files})
 
 
@@ -218,7 +219,7 @@ def verify_checkpoint(folder: Path) -> dict[str, Any]:
         file = folder / name
         if file.parent != folder or not file.is_file():
             raise CheckpointError(f"{folder}: missing file {name}")
-        if _sha256(file) != digest:
+        if file_sha256(file) != digest:
             raise CheckpointError(f"{folder}: {name} is corrupt (checksum mismatch)")
     return manifest
 

@@ -8,7 +8,7 @@ import time
 from pathlib import Path
 from typing import Any
 
-from polymask.checkpoints.pretrained import read_checkpoint
+from polymask.checkpoints.pretrained import read_checkpoint, resolve_checkpoint
 from polymask.compare.budget import Budget
 from polymask.compare.pretrain import pretrain
 from polymask.compare.report import write_compare_report
@@ -56,13 +56,15 @@ def _analyses(run_dirs: list[Path], heldout: Path, out: Path) -> dict[str, Any]:
     from polymask.analysis.rank import run_rank_analysis
     from polymask.analysis.semantics import run_semantics
 
+    measured = [str(resolve_checkpoint(run_dir)) for run_dir in run_dirs]
     results: dict[str, Any] = {}
-    if not (out / "rank" / "rank.json").is_file():
-        run_rank_analysis(run_dirs, [heldout], out=out / "rank")
-    results["rank"] = json.loads((out / "rank" / "rank.json").read_text())
-    if not (out / "semantics" / "semantics.json").is_file():
-        run_semantics(run_dirs, [heldout], out / "semantics")
-    results["semantics"] = json.loads((out / "semantics" / "semantics.json").read_text())
+    for name, analyse in (("rank", run_rank_analysis), ("semantics", run_semantics)):
+        path = out / name / f"{name}.json"
+        kept = json.loads(path.read_text()) if path.is_file() else {}
+        if [result.get("checkpoint") for result in kept.get("results", [])] != measured:  # other runs, or new steps
+            analyse(run_dirs, [heldout], out / name)
+            kept = json.loads(path.read_text())
+        results[name] = kept
     return results
 
 
@@ -112,7 +114,7 @@ def run_compare(modality: str, objectives: list[str], budget: Budget, out: Path,
         systems = [checkpoint_system(path, chosen) for path in run_dirs]
         if references:
             systems += [untrained_system(run_dirs[0], chosen)] + reference_systems(benchmark, systems[0].modality,
-                                                                                     chosen.max_train_examples)
+                                                                                     chosen)
         report = run_benchmark(systems, keys, list(range(benchmark_seeds)), out / f"benchmark-{benchmark}",
                                f"{benchmark} benchmark ({budget.describe()})", data_dir,
                                {"fine-tuning": chosen.model_dump(), "pretraining budget": budget.describe()},

@@ -118,7 +118,7 @@ def run_benchmark_verb(name: str, checkpoints: Sequence[Path], tasks: Sequence[s
     config = recipe_settings(name, given)
     systems = pretrained_systems(list(checkpoints), config, keys, untrained=references)
     if references:
-        systems += reference_systems(name, systems[0].modality, config.max_train_examples)
+        systems += reference_systems(name, systems[0].modality, config)
     folder = out or default_benchmark_out(name)
     run_benchmark(systems, keys, seed_list(seeds), folder, f"{name} benchmark", data_dir,
                   report_settings(config, _data_location(data_dir)), progress)

@@ -47,23 +47,54 @@ def _difference(then: Any, now: Any, where: str = "") -> str:
 
 
 def _added_since(kept: dict[str, Any], identity: dict[str, Any]) -> dict[str, Any]:
-    """``kept`` with the fine-tuning fields added to polymask since it was written, at the value they have now if
-    that is the field's default (the value they had, in effect, then)."""
-    then, now = kept.get("system", {}).get("finetune"), identity.get("system", {}).get("finetune")
-    if not isinstance(then, dict) or not isinstance(now, dict):
+    """``kept`` with what polymask records of a cell since it was written, taken as it is now: fine-tuning fields
+    at their default (the value they had, in effect, then), and the newer keys of the encoder's ``weights`` (a
+    tokenizer's or a folder's file hashes; trusted as a cell from before identities were kept is)."""
+    system, now = kept.get("system"), identity.get("system", {})
+    if not isinstance(system, dict):
         return kept
-    defaults = FinetuneConfig().model_dump(mode="json")
-    added = {key: now[key] for key in now.keys() - then.keys() if key in defaults and now[key] == defaults[key]}
-    return {**kept, "system": {**kept["system"], "finetune": {**then, **added}}}
+    system = dict(system)
+    then_tuned, now_tuned = system.get("finetune"), now.get("finetune")
+    if isinstance(then_tuned, dict) and isinstance(now_tuned, dict):
+        defaults = FinetuneConfig().model_dump(mode="json")
+        system["finetune"] = {**then_tuned, **{key: now_tuned[key] for key in now_tuned.keys() - then_tuned.keys()
+                                               if key in defaults and now_tuned[key] == defaults[key]}}
+    then_weights, now_weights = system.get("weights"), now.get("weights")
+    if isinstance(then_weights, dict) and isinstance(now_weights, dict):
+        added = {key: now_weights[key] for key in now_weights.keys() - then_weights.keys()}
+        system["weights"] = {**then_weights, **added}
+    return {**kept, "system": system}
+
+
+#: What every cell holds, whoever wrote it.
+CELL_FIELDS = {"task": str, "metric": str, "valid": dict, "test": dict}
+
+
+def _read_cell(path: Path) -> dict[str, Any]:
+    """The cell at ``path``; one line naming it when it is not a cell polymask wrote (damaged, or edited)."""
+    try:
+        cell = json.loads(path.read_text())
+    except (OSError, UnicodeDecodeError, ValueError) as exc:
+        cell, why = None, f"unreadable: {exc}"
+    else:
+        wrong = [name for name, kind in CELL_FIELDS.items() if not isinstance(cell, dict)
+                 or not isinstance(cell.get(name), kind)]
+        why = f"no valid {', '.join(wrong)}" if wrong else None
+        if why is None and not isinstance(cell.get("identity", {}), dict):
+            why = "its identity is not an object"
+    if why is not None:
+        raise ConfigError(f"{path} is not a benchmark cell ({why}); delete it, and the folder {path.stem}/ beside "
+                          f"it if there is one, to run the cell again")
+    return cell
 
 
 def reused_cell(path: Path, identity: dict[str, Any]) -> dict[str, Any]:
     """A finished cell, if it was run as this one would be (a cell from before identities were kept is trusted)."""
-    cell = json.loads(path.read_text())
+    cell = _read_cell(path)
     kept = cell.get("identity")
     if kept is not None:
         kept = _added_since(kept, identity)
     if kept is not None and kept != identity:
         raise ConfigError(f"{path} was run otherwise ({_difference(kept, identity)}); give another --out, or delete "
-                          f"the cell's file to run it again")
+                          f"{path.name} and the folder {path.stem}/ beside it to run the cell again")
     return cell

@@ -1,8 +1,9 @@
 """Run systems x tasks x seeds, cache every finished cell, and aggregate into tables and a chart.
 
 Each (system, task, seed) result is a JSON file under ``<out>/cells/``, and the fine-tuned model it
-chose on the validation split a folder next to it (``seed-N.json``, ``seed-N/``); a rerun skips finished
-cells, so an interrupted benchmark resumes where it stopped. Each cell keeps its identity (the encoder's weights,
+chose on the validation split a folder next to it (``seed-N.json``, ``seed-N/``, which a rerun of the cell
+replaces); a rerun skips finished cells, so an interrupted benchmark resumes where it stopped. Two rows of one
+name would share cells, so they are refused. Each cell keeps its identity (the encoder's weights,
 the fine-tuning settings, a hash of the task's data): a finished cell that would now be run otherwise is an
 error naming what changed, never a stale score in a new table. A cell runs under a lock beside its file
 (``seed-N.lock``, removed when the cell ends): a second process on the same folder skips the cells
@@ -13,6 +14,7 @@ from __future__ import annotations
 
 import json
 import re
+import shutil
 import time
 from pathlib import Path
 from typing import Any, Sequence
@@ -20,7 +22,7 @@ from typing import Any, Sequence
 import numpy as np
 
 from polymask.checkpoints.finetuned import folder_bytes, is_finetuned
-from polymask.errors import RunBusy, TaskFileMissing
+from polymask.errors import ConfigError, RunBusy, TaskFileMissing
 from polymask.jsonio import dumps, make_dir, write_json
 from polymask.locks import acquire
 from polymask.runtime import inner_progress, progress_bar
@@ -82,6 +84,8 @@ def _cell(system: System, task: Any, seed: int, out: Path, path: Path, wait: boo
             if path.is_file():  # finished by the process that held the lock
                 return reused_cell(path, identity)
             model_dir = path.with_suffix("")
+            if model_dir.exists():  # a model left by an earlier run of this cell is not this run's
+                shutil.rmtree(model_dir)
             tracked = TrackedRun(out, f"{system.name}/{task.spec.key}/seed-{seed}",
                                  model_dir.relative_to(out / "cells"))  # events: tensorboard/<system>/<task>/seed-N
             cell = {"system": system.name, **system.run(task, seed, model_dir, tracked), "identity": identity}
@@ -118,10 +122,22 @@ def with_averaged_rows(cells: list[dict[str, Any]], systems: dict[str, str]) -> 
     return cells + averaged, described
 
 
+def require_distinct_rows(systems: list[System]) -> None:
+    """Refuse two rows whose cells would share a folder (the same --checkpoint twice, or two folders of one name)."""
+    seen: dict[str, System] = {}
+    for system in systems:
+        other = seen.setdefault(slug(system.name), system)
+        if other is not system:
+            raise ConfigError(f"two rows named '{system.name}' would share their cells: {other.description} and "
+                              f"{system.description}; give each checkpoint once, and rename one of two folders that "
+                              f"share a name")
+
+
 def run_cells(systems: list[System], tasks: Sequence[str | TaskSpec], seeds: list[int], out: Path,
               data_dir: Path | None = None, progress: bool = True, missing_ok: bool = True) -> dict[str, Any]:
     """Run (or reuse) every cell of ``tasks`` (keys, or in-memory specs such as a user's own table's); returns
     {"cells": [...], "missing": {task: reason}, "tasks": {...}}."""
+    require_distinct_rows(systems)
     started = time.perf_counter()
     specs = [as_task_spec(task) for task in tasks]
     loaded, missing = _load_tasks(specs, systems, data_dir, missing_ok)

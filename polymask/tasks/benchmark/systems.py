@@ -30,7 +30,7 @@ from polymask.modalities import MODALITIES, build_modality
 from polymask.modalities.base import Modality
 from polymask.model.encoder import Encoder
 from polymask.registry import Registry
-from polymask.tasks.data.loading import TaskData, with_train_cap
+from polymask.tasks.data.loading import TaskData, with_caps
 from polymask.tasks.data.spec import TaskSpec, as_task_spec
 from polymask.tasks.data.task_kind import table_kinds
 from polymask.tasks.finetune.hf_folder import HFEncoder, HFFolder, HFTokenizer, RawInputs, is_hf_folder, load_hf_folder
@@ -116,6 +116,12 @@ def _keeps_none(model_dir: Path) -> None:
     return None
 
 
+def _checkpoint_weights(checkpoint: LoadedCheckpoint) -> dict[str, Any]:
+    """What a checkpoint's row starts from: the sha256 of its weights and of its tokenizer (from its manifest)."""
+    files = checkpoint.manifest["files"]
+    return {"sha256": files.get("model.safetensors"), "tokenizer": files.get("tokenizer.json")}
+
+
 def checkpoint_system(path: Path, config: FinetuneConfig, loaded: LoadedCheckpoint | None = None) -> System:
     """A pretrained checkpoint (read from ``path`` unless ``loaded`` is it already), fine-tuned per task and seed
     (objective modules dropped); each cell keeps its chosen model unless ``config.save_model`` is off."""
@@ -134,7 +140,7 @@ def checkpoint_system(path: Path, config: FinetuneConfig, loaded: LoadedCheckpoi
                   modality, _finetuned(lambda seed: checkpoint.build_encoder(), checkpoint.tokenizer, modality, config,
                                        checkpoint.folder, save_target),
                   checkpoint.pretraining_tokens(),
-                  finetune_identity({"sha256": checkpoint.manifest["files"].get("model.safetensors")}, config))
+                  finetune_identity(_checkpoint_weights(checkpoint), config))
 
 
 def untrained_system(path: Path, config: FinetuneConfig) -> System:
@@ -150,7 +156,8 @@ def untrained_system(path: Path, config: FinetuneConfig) -> System:
     return System(row_name("no pretraining", config), f"architecture of {checkpoint.folder}, random initialisation",
                   modality, _finetuned(fresh_encoder, checkpoint.tokenizer, modality, config, checkpoint.folder,
                                        _keeps_none),
-                  identity=finetune_identity({"random": checkpoint.encoder_config.model_dump(mode="json")}, config))
+                  identity=finetune_identity({"random": checkpoint.encoder_config.model_dump(mode="json"),
+                                              "tokenizer": _checkpoint_weights(checkpoint)["tokenizer"]}, config))
 
 
 def hf_system(folder: HFFolder, config: FinetuneConfig, modality: Modality) -> System:
@@ -164,7 +171,7 @@ def hf_system(folder: HFFolder, config: FinetuneConfig, modality: Modality) -> S
     return System(row_name(folder.name, config), f"{folder.folder} (Hugging Face {folder.model_type}, its own tokenizer)",
                   modality,
                   _finetuned(folder.encoder, folder.tokenizer, RawInputs(modality), config, folder.folder, _keeps_none),
-                  identity=finetune_identity({"files": folder.file_sizes()}, config))
+                  identity=finetune_identity({"files": folder.file_sizes(), "sha256": folder.file_hashes()}, config))
 
 
 def hf_untrained_system(folder: HFFolder, config: FinetuneConfig, modality: Modality) -> System:
@@ -174,7 +181,8 @@ def hf_untrained_system(folder: HFFolder, config: FinetuneConfig, modality: Moda
                   f"architecture of {folder.folder} (Hugging Face {folder.model_type}), random initialisation", modality,
                   _finetuned(folder.untrained_encoder, folder.tokenizer, RawInputs(modality), config, folder.folder,
                              _keeps_none),
-                  identity=finetune_identity({"random": folder.architecture()}, config))
+                  identity=finetune_identity({"random": folder.architecture(),
+                                              "tokenizer": folder.file_hashes(weights=False)}, config))
 
 
 def _tasks_modality(specs: list[TaskSpec]) -> Modality:
@@ -224,9 +232,18 @@ def reference_result(task: TaskData, seed: int, predictions: dict[str, np.ndarra
     }
 
 
-def _capped(run: Callable[[Any, int], dict[str, Any]], max_train_examples: int | None) -> RunCell:
-    """A reference baseline as a benchmark row: the capped training subset; no model folder is written."""
-    return lambda task, seed, model_dir, tracked: run(with_train_cap(task, max_train_examples, seed), seed)
+def _capped(run: Callable[[Any, int], dict[str, Any]], config: FinetuneConfig) -> RunCell:
+    """A reference baseline as a benchmark row: trained and scored on the subsets the fine-tuned rows see under
+    ``config``'s caps; no model folder is written."""
+    caps = (config.max_train_examples, config.max_valid_examples, config.max_test_examples)
+    return lambda task, seed, model_dir, tracked: run(with_caps(task, seed, *caps), seed)
+
+
+def _caps_identity(config: FinetuneConfig) -> dict[str, Any]:
+    """A reference row's identity: its training cap, and the validation and test caps where there are some."""
+    return {"max_train_examples": config.max_train_examples,
+            **{name: value for name in ("max_valid_examples", "max_test_examples")
+               if (value := getattr(config, name)) is not None}}
 
 
 def _import_family(benchmark: str) -> None:
@@ -236,12 +253,12 @@ def _import_family(benchmark: str) -> None:
         importlib.import_module(module)
 
 
-def reference_systems(benchmark: str, modality: Modality, max_train_examples: int | None = None) -> list[System]:
-    """The registered reference baselines of a benchmark (none if it registers none), trained on the same
-    capped training subset as the fine-tuned rows."""
+def reference_systems(benchmark: str, modality: Modality, config: FinetuneConfig) -> list[System]:
+    """The registered reference baselines of a benchmark (none if it registers none), trained and scored on the
+    same capped subsets as the fine-tuned rows under ``config``."""
     _import_family(benchmark)
     if benchmark not in REFERENCES:
         return []
-    return [System(ref.name, ref.name, modality, _capped(ref.run, max_train_examples),
-                   identity=lambda task_name: {"max_train_examples": max_train_examples})
+    return [System(ref.name, ref.name, modality, _capped(ref.run, config),
+                   identity=lambda task_name: _caps_identity(config))
             for ref in REFERENCES.get(benchmark)]

@@ -265,11 +265,17 @@ def holdout(count: int, fraction: float, seed: int) -> tuple[np.ndarray, np.ndar
     return np.sort(order[cut:]), np.sort(order[:cut])
 
 
-def with_train_cap(task: TaskData, cap: int | None, seed: int) -> TaskData:
-    """``task`` with at most ``cap`` training examples: a random subset fixed by ``seed``."""
-    if not cap or len(task.train) <= cap:
+def with_caps(task: TaskData, seed: int, train: int | None = None, valid: int | None = None,
+              test: int | None = None) -> TaskData:
+    """``task`` cut as fine-tuning cuts it: at most ``train`` training examples (a random subset fixed by
+    ``seed``), ``valid`` validation and ``test`` examples of each test set (subsets fixed by the split's seed,
+    the same for every row and seed); unchanged without caps."""
+    if train is None and valid is None and test is None:
         return task
-    return dataclasses.replace(task, train=subset(task.train, cap, seed))
+    fixed = task.spec.split.seed
+    extra_tests = {name: subset(split, test, fixed) for name, split in task.extra_tests.items()}
+    return dataclasses.replace(task, train=subset(task.train, train, seed), valid=subset(task.valid, valid, fixed),
+                               test=subset(task.test, test, fixed), extra_tests=extra_tests)
 
 
 def _one_class(label_names: list[str], labels: np.ndarray) -> str | None:

@@ -25,7 +25,7 @@ from torch import Tensor, nn
 
 from polymask.builtin_models import FACTS as BUILTIN_FACTS
 from polymask.checkpoints.hf_folder_check import check_hf_folder
-from polymask.checkpoints.pretrained import FINETUNED_META, LATEST, MANIFEST, RUN_CONFIG
+from polymask.checkpoints.pretrained import FINETUNED_META, LATEST, MANIFEST, RUN_CONFIG, file_sha256
 from polymask.errors import CheckpointError, DataError, one_line
 from polymask.modalities.base import Modality
 from polymask.resources import PACKAGE_DIR
@@ -35,6 +35,8 @@ from polymask.transformers_quiet import quiet_transformers
 if TYPE_CHECKING:
     from transformers import PreTrainedTokenizerBase
 
+#: Suffixes of the files a Hugging Face folder keeps weights in.
+WEIGHT_SUFFIXES = (".safetensors", ".bin", ".pt", ".pth", ".h5", ".msgpack", ".ckpt", ".gguf")
 #: Files and folders that make a folder polymask's own (run, checkpoint, built-in or fine-tuned model).
 POLYMASK_FILES = (MANIFEST, RUN_CONFIG, "encoder.json", LATEST, "checkpoints", FINETUNED_META, BUILTIN_FACTS)
 #: Modules of an ``AutoModel`` off the path to its last hidden state, which a folder may leave out: BERT's pooler
@@ -180,8 +182,14 @@ class HFFolder:
                 if key not in ("_name_or_path", "transformers_version")}
 
     def file_sizes(self) -> dict[str, int]:
-        """Bytes of each file in the folder: what a benchmark cell of it records as its weights' identity."""
+        """Bytes of each file in the folder."""
         return {path.name: path.stat().st_size for path in sorted(self.folder.iterdir()) if path.is_file()}
+
+    def file_hashes(self, weights: bool = True) -> dict[str, str]:
+        """The sha256 of each file in the folder (without ``weights``: of those that hold no weights, such as the
+        tokenizer's): what a benchmark cell of it records as its identity."""
+        return {path.name: file_sha256(path) for path in sorted(self.folder.iterdir())
+                if path.is_file() and (weights or path.suffix not in WEIGHT_SUFFIXES)}
 
     @property
     def model_type(self) -> str:
