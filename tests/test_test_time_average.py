@@ -1,5 +1,6 @@
 """Test-time averaging over a label's invariances: DNA's strands and frames, SMILES atom orders, the mean over
 them, the benchmark's extra row and a saved model that predicts the way it was scored."""
+import dataclasses
 import json
 import random
 
@@ -9,6 +10,7 @@ import pytest
 import polymask
 from polymask.checkpoints.finetuned import SaveTarget
 from polymask.checkpoints.pretrained import read_checkpoint
+from polymask.errors import ConfigError
 from polymask.data.variants import encode_variants, expand_variants
 from polymask.modalities.dna import Dna, DnaConfig
 from polymask.modalities.smiles import TEST_TIME_ORDERS, Smiles, SmilesConfig
@@ -34,6 +36,17 @@ def test_dna_variants_are_the_strands_and_frames_the_label_allows():
     assert both == [SEQUENCE, SEQUENCE[1:], SEQUENCE[2:], REVERSE, REVERSE[1:], REVERSE[2:]]
     assert Dna(DnaConfig(k=3, overlapping=True)).variants(SEQUENCE, ["shift"]) == [SEQUENCE]  # no frame to shift
     assert Dna(DnaConfig(k=6)).variants("ACG", ["shift"]) == ["ACG", "CG", "G"]  # never an empty record
+
+
+def test_a_spec_naming_an_invariance_its_modality_does_not_know_is_refused(tmp_path):
+    spec = (polymask.resources.builtin_dir("tasks") / "dna" / "tf_0.yaml").read_text()
+    assert "reverse_complement" in spec
+    path = tmp_path / "tf_0.yaml"
+    path.write_text(spec.replace("reverse_complement", "reverse-complement"))
+    with pytest.raises(ConfigError, match=r"tf_0.yaml: invalid task spec:\n  invariant_to: 'reverse-complement' is not "
+                                          r"a transformation the dna modality knows \(reverse_complement, shift\); "
+                                          r"did you mean 'reverse_complement'\?"):
+        load_task_spec(str(path))
 
 
 def test_smiles_variants_are_the_molecule_in_other_atom_orders_drawn_alike_each_time():
@@ -117,6 +130,10 @@ def test_finetuning_scores_both_ways_and_the_saved_model_predicts_averaged(tmp_p
     plain = finetune(task, checkpoint.build_encoder(), checkpoint.tokenizer, modality,
                      config.model_copy(update={"test_time_average": False}), seed=0)
     assert "averaged" not in plain and plain["test"] == result["test"]  # the single-prediction row is unchanged
+    frameless = Dna(DnaConfig(k=6, overlapping=True))  # overlapping k-mers have no reading frame to shift
+    shift_only = dataclasses.replace(task, spec=spec.model_copy(update={"invariant_to": ["shift"]}))
+    assert "averaged" not in finetune(shift_only, checkpoint.build_encoder(), checkpoint.tokenizer, frameless, config,
+                                      seed=0)  # no variant to average over: no row that repeats the plain one
 
     model = polymask.load_model(folder)
     assert model.averaged_over == ["reverse_complement", "shift"]

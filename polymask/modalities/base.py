@@ -51,6 +51,9 @@ class Modality:
     #: Transformations that keep every label a record can have (SMILES: the atom order a string is written in), so
     #: that fine-tuning may draw them and test-time averaging may average over them whatever a task declares.
     label_free_invariances: ClassVar[tuple[str, ...]] = ()
+    #: What a task spec's ``invariant_to`` may name besides those: the transformations ``variants`` and
+    #: ``augmented`` know (DNA: reverse_complement, shift). A spec naming another is refused when it is read.
+    task_invariances: ClassVar[tuple[str, ...]] = ()
     #: How ``polymask finetune --data`` splits a table of these records by default: "scaffold" (Bemis-Murcko
     #: groups of molecules, so that test molecules have scaffolds training never saw) or "random".
     default_split: ClassVar[Literal["scaffold", "random"]] = "random"

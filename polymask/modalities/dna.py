@@ -43,6 +43,7 @@ class Dna(Modality):
     default_columns = ("sequence", "seq", "dna")
     learned_vocabulary = False
     finetune_recipe = "dna"
+    task_invariances = ("reverse_complement", "shift")
     config: DnaConfig
 
     def normalize(self, text: str) -> str:

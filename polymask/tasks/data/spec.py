@@ -108,7 +108,23 @@ class TaskSpec(StrictModel):
             raise ValueError("extra_test_files need names other than train, valid, test and all")
         if self.other_label is not None and self.other_label not in (self.label_values or []):
             raise ValueError(f"other_label '{self.other_label}' must be one of label_values")
+        self._check_invariances()
         return self
+
+    def _check_invariances(self) -> None:
+        """Refuse an ``invariant_to`` name the modality does not know (a misspelt one would turn augmentation and
+        test-time averaging silently off)."""
+        from polymask.modalities import MODALITIES
+
+        if self.modality not in MODALITIES:
+            return
+        modality = MODALITIES.get(self.modality)
+        known = [*modality.task_invariances, *modality.label_free_invariances]
+        unknown = [name for name in self.invariant_to if name not in known]
+        if unknown:
+            raise ValueError(f"invariant_to: {', '.join(map(repr, unknown))} is not a transformation the "
+                             f"{self.modality} modality knows ({', '.join(known) or 'none'});"
+                             f"{did_you_mean(unknown[0], known)}")
 
 
 def task_spec_path(key: str) -> Path:
@@ -136,7 +152,8 @@ def load_task_spec(key: str) -> TaskSpec:
     try:
         return TaskSpec.model_validate(yaml.safe_load(path.read_text()))
     except ValidationError as exc:
-        lines = [f"{'.'.join(map(str, e['loc']))}: {e['msg']}" for e in exc.errors()]
+        lines = [": ".join(filter(None, (".".join(map(str, e["loc"])), e["msg"].removeprefix("Value error, "))))
+                 for e in exc.errors()]
         raise ConfigError(f"{path}: invalid task spec:\n  " + "\n  ".join(lines)) from None
 
 

@@ -154,8 +154,9 @@ def finetune(task: TaskData, encoder: Encoder, tokenizer: Tokenizer, modality: M
     averaged_scores: dict[str, Any] = {}
     if config.test_time_average and invariances:  # the best epoch's model, chosen on single predictions
         (valid_averaged, per_record), (test_averaged, _) = averaged(valid_split, valid), averaged(test_split, test)
-        averaged_scores["averaged"] = {"valid": valid_averaged, "test": test_averaged,
-                                       "variants_per_example": per_record, "over": invariances}
+        if per_record > 1:  # else no record has a variant (e.g. no reading frame to shift): no row of its own
+            averaged_scores["averaged"] = {"valid": valid_averaged, "test": test_averaged,
+                                           "variants_per_example": per_record, "over": invariances}
     for name, split in task.extra_tests.items():
         capped = subset(split, config.max_test_examples, fixed)
         encoded = with_features(encode_split(capped, modality, tokenizer, config.max_len), capped.inputs, features)
