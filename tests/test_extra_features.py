@@ -43,6 +43,17 @@ def test_descriptors_are_standardised_on_the_training_molecules_and_bits_kept_as
         MoleculeFeatures.from_json(saved)
 
 
+def test_a_molecule_with_an_infinite_descriptor_leaves_its_column_s_statistics_alone():
+    selenium = "c1ccc2[nH]c(CNc3ccc(C4C[Se]N=N4)cc3)nc2c1"  # from HIV: RDKit gives it an infinite Gasteiger charge
+    columns = descriptor_columns()
+    charge = columns.index("MaxAbsPartialCharge")
+    assert not np.isfinite(FEATURE_SETS["rdkit2d"].compute([selenium])[0, charge])
+    features = MoleculeFeatures.fit(["rdkit2d"], [*MOLECULES, selenium])
+    assert np.isclose(features.mean[charge], MoleculeFeatures.fit(["rdkit2d"], MOLECULES).mean[charge])
+    rows = features.transform([*MOLECULES, selenium])[:, charge]
+    assert rows[-1] == 0 and np.isclose(rows[:-1].mean(), 0, atol=1e-4) and rows[:-1].std() > 0.5  # still varies
+
+
 def test_a_row_is_named_by_the_sets_its_head_reads():
     assert row_name("enc (mlm)", FinetuneConfig()) == "enc (mlm)"
     assert row_name("no pretraining", FinetuneConfig(extra_features=["rdkit2d"])) == "no pretraining + rdkit2d"

@@ -69,7 +69,10 @@ FEATURE_SETS: dict[str, FeatureSet] = {
 
 @functools.lru_cache(maxsize=16)  # a task's molecules, for every seed and row of a benchmark
 def _raw(names: tuple[str, ...], smiles: tuple[str, ...]) -> np.ndarray:
-    return np.concatenate([FEATURE_SETS[name].compute(smiles).astype(np.float64) for name in names], axis=1)
+    """The feature sets' values for each molecule, an infinite one (RDKit's Gasteiger charges of some elements)
+    missing (NaN) as a failed one is: one such training molecule would otherwise set its column's statistics."""
+    raw = np.concatenate([FEATURE_SETS[name].compute(smiles).astype(np.float64) for name in names], axis=1)
+    return np.where(np.isfinite(raw), raw, np.nan)
 
 
 def _columns(names: Sequence[str]) -> list[str]:
@@ -105,9 +108,8 @@ class MoleculeFeatures:
         """(N, width) float32: standardised, clipped to ±``CLIP``, a missing or infinite value 0."""
         if not smiles:
             return np.zeros((0, self.width), dtype=np.float32)
-        with np.errstate(all="ignore"):
-            values = (_raw(tuple(self.names), tuple(smiles)) - self.mean) / self.std
-        return np.clip(np.nan_to_num(values, nan=0.0, posinf=CLIP, neginf=-CLIP), -CLIP, CLIP).astype(np.float32)
+        values = (_raw(tuple(self.names), tuple(smiles)) - self.mean) / self.std
+        return np.clip(np.nan_to_num(values, nan=0.0), -CLIP, CLIP).astype(np.float32)
 
     def to_json(self) -> dict[str, Any]:
         return {"names": self.names, "columns": self.columns, "mean": self.mean.tolist(), "std": self.std.tolist()}
