@@ -8,7 +8,8 @@ import pytest
 from polymask.checkpoints.pretrained import read_checkpoint
 from polymask.cli import main
 from polymask.modalities import MODALITIES
-from polymask.tasks.data.loading import load_task
+from polymask.errors import DataError
+from polymask.tasks.data.loading import load_task, with_caps
 from polymask.tasks.data.spec import load_task_spec
 from polymask.tasks.finetune.options import FinetuneConfig
 from polymask.tasks.finetune.tables import finetune
@@ -113,3 +114,15 @@ def test_a_short_fine_tuning_reports_its_compute_in_seconds_not_zero_minutes(tin
     report = (tiny_smiles_model.parents[3] / "results.md").read_text()  # out/cells/<system>/<task>/seed-N
     assert re.search(r"fine-tuning compute \d+\.\d s summed over all cells", report), report[:600]
     assert [duration(seconds) for seconds in (2.34, 90, 7200)] == ["2.3 s", "1.5 min", "2.0 h"]
+
+
+def test_a_cap_that_leaves_a_scored_subset_with_one_class_is_one_line():
+    bbbp = load_task(load_task_spec("moleculenet/bbbp"), MODALITIES.get("smiles")())
+    assert with_caps(bbbp, 0) is bbbp  # no caps: the task as it is
+    capped = with_caps(bbbp, 0, train=50, valid=60, test=60)
+    assert (len(capped.train), len(capped.valid), len(capped.test)) == (50, 60, 60)
+    with pytest.raises(DataError, match=r"--max-valid-examples 1 leaves moleculenet/bbbp's validation subset with one "
+                                        r"class: it holds one class only .*, so roc_auc is undefined there; raise the cap"):
+        with_caps(bbbp, 0, valid=1)
+    with pytest.raises(DataError, match="--max-test-examples 1 leaves moleculenet/bbbp's test subset"):
+        with_caps(bbbp, 0, test=1)

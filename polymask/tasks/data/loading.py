@@ -273,9 +273,19 @@ def with_caps(task: TaskData, seed: int, train: int | None = None, valid: int | 
     if train is None and valid is None and test is None:
         return task
     fixed = task.spec.split.seed
-    extra_tests = {name: subset(split, test, fixed) for name, split in task.extra_tests.items()}
-    return dataclasses.replace(task, train=subset(task.train, train, seed), valid=subset(task.valid, valid, fixed),
-                               test=subset(task.test, test, fixed), extra_tests=extra_tests)
+    capped = dataclasses.replace(task, train=subset(task.train, train, seed), valid=subset(task.valid, valid, fixed),
+                                 test=subset(task.test, test, fixed),
+                                 extra_tests={name: subset(split, test, fixed) for name, split in task.extra_tests.items()})
+    if METRICS[task.spec.metric].needs_both_classes:
+        for option, cap, part, split in (("--max-valid-examples", valid, "validation", capped.valid),
+                                         ("--max-test-examples", test, "test", capped.test),
+                                         *(("--max-test-examples", test, name, split)
+                                           for name, split in capped.extra_tests.items())):
+            problem = _one_class(task.label_names, split.labels) if cap is not None else None
+            if problem:
+                raise DataError(f"{option} {cap} leaves {task.spec.key}'s {part} subset with one class: it "
+                                f"{problem}, so {task.spec.metric} is undefined there; raise the cap")
+    return capped
 
 
 def _one_class(label_names: list[str], labels: np.ndarray) -> str | None:

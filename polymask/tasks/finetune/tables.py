@@ -27,7 +27,7 @@ from polymask.modalities.base import Modality
 from polymask.model.encoder import Encoder
 from polymask.model.heads import SequencePredictor
 from polymask.runtime import autocast, precision_used, resolve_device
-from polymask.tasks.data.loading import TaskData, TaskSplit, subset
+from polymask.tasks.data.loading import TaskData, TaskSplit, with_caps
 from polymask.tasks.data.task_kind import TaskKind
 from polymask.tasks.finetune.features import MoleculeFeatures, feature_rows, molecules
 from polymask.tasks.finetune.loop import fit
@@ -107,10 +107,9 @@ def finetune(task: TaskData, encoder: Encoder, tokenizer: Tokenizer, modality: M
     spec = task.spec
     metric_names = [spec.metric, *spec.extra_metrics]
     pad = SpecialIds.of(tokenizer).pad
-    fixed = spec.split.seed  # capped validation and test subsets are the same for every system and seed
-    train_split = subset(task.train, config.max_train_examples, seed)
-    valid_split = subset(task.valid, config.max_valid_examples, fixed)
-    test_split = subset(task.test, config.max_test_examples, fixed)
+    # capped validation and test subsets are the same for every system and seed
+    capped = with_caps(task, seed, config.max_train_examples, config.max_valid_examples, config.max_test_examples)
+    train_split, valid_split, test_split = capped.train, capped.valid, capped.test
     features = extra_features(config, modality, train_split)
     train, valid, test = (with_features(encode_split(split, modality, tokenizer, config.max_len), split.inputs, features)
                           for split in (train_split, valid_split, test_split))
@@ -157,9 +156,8 @@ def finetune(task: TaskData, encoder: Encoder, tokenizer: Tokenizer, modality: M
         if per_record > 1:  # else no record has a variant (e.g. no reading frame to shift): no row of its own
             averaged_scores["averaged"] = {"valid": valid_averaged, "test": test_averaged,
                                            "variants_per_example": per_record, "over": invariances}
-    for name, split in task.extra_tests.items():
-        capped = subset(split, config.max_test_examples, fixed)
-        encoded = with_features(encode_split(capped, modality, tokenizer, config.max_len), capped.inputs, features)
+    for name, split in capped.extra_tests.items():
+        encoded = with_features(encode_split(split, modality, tokenizer, config.max_len), split.inputs, features)
         test_metrics.update({f"{name}_{metric}": value for metric, value in evaluate(encoded).items()})
     if save_to is not None:
         save_finetuned(save_to.folder, model, tokenizer, finetuned_meta(
