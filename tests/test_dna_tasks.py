@@ -17,7 +17,7 @@ import pytest
 
 from polymask.modalities.dna import Dna
 from polymask.resources import builtin_dir
-from polymask.tasks.data.loading import TaskData, load_task, with_train_cap
+from polymask.tasks.data.loading import TaskData, load_task, with_caps
 from polymask.tasks.data.spec import load_task_spec, task_names
 
 pytestmark = pytest.mark.integration  # trains, fine-tunes or runs the command line end to end
@@ -143,7 +143,7 @@ def test_16s_keeps_the_phyla_with_100_sequences_or_more_and_merges_the_rest():
 
 def test_train_cap_is_a_fixed_random_subset_per_seed():
     task = committed_task("dna/ecoli_promoters")
-    first, again, other = (with_train_cap(task, 40, seed) for seed in (0, 0, 1))
+    first, again, other = (with_caps(task, seed, train=40) for seed in (0, 0, 1))
     assert len(first.train) == 40 and first.train.inputs == again.train.inputs != other.train.inputs
-    assert set(first.train.inputs) <= set(task.train.inputs) and first.test is task.test
-    assert with_train_cap(task, 100, 0) is task and with_train_cap(task, None, 0) is task
+    assert set(first.train.inputs) <= set(task.train.inputs) and first.test.inputs == task.test.inputs
+    assert with_caps(task, 0, train=100).train.inputs == task.train.inputs and with_caps(task, 0) is task
