@@ -171,6 +171,7 @@ def hf_system(folder: HFFolder, config: FinetuneConfig, modality: Modality) -> S
     return System(row_name(folder.name, config), f"{folder.folder} (Hugging Face {folder.model_type}, its own tokenizer)",
                   modality,
                   _finetuned(folder.encoder, folder.tokenizer, RawInputs(modality), config, folder.folder, _keeps_none),
+                  # sizes: what cells recorded before the hashes (kept, so that those cells are still reused)
                   identity=finetune_identity({"files": folder.file_sizes(), "sha256": folder.file_hashes()}, config))
 
 
