@@ -109,3 +109,96 @@ def test_compare_fine_tunes_with_each_benchmark_s_recipe_without_test_time_avera
     chosen = compare_settings("dna", {"epochs": 2})
     assert (chosen.lr, chosen.max_len, chosen.augment, chosen.epochs) == (recipe["lr"], recipe["max_len"], True, 2)
     assert not chosen.test_time_average
+
+
+def test_compare_resolves_task_names_as_polymask_benchmark_does():
+    from polymask.compare.run import compare_tasks
+
+    assert compare_tasks("dna", ["tf_0", "dna/mouse_0"]) == {"dna": ["dna/tf_0", "dna/mouse_0"]}
+    assert len(compare_tasks("dna", ["all"])["dna"]) > len(compare_tasks("dna", None)["dna"])
+    with pytest.raises(ConfigError, match="'moleculenet/bbbp' is in none of the dna benchmarks"):
+        compare_tasks("dna", ["moleculenet/bbbp"])
+    with pytest.raises(ConfigError, match="unknown tasks"):
+        compare_tasks("dna", ["dna/tf_9"])
+
+
+@pytest.mark.parametrize("extra, message", [
+    (["--objectives", ","], "--objectives names no objective"),
+    (["--objectives", "mlm,mlm"], "--objectives repeats a value"),
+    (["--benchmark-seeds", "0"], "--benchmark-seeds must be at least 1"),
+    (["--set", "objective=null"], "objective: expected a mapping of settings or a name, got None"),
+    (["--set", "data=null", "--data", "x.smi"], "data: expected a mapping of settings, got None"),
+    (["--tasks", "glue/sst2"], "is in none of the smiles benchmarks"),
+    (["--set", "data.val_fraction=0"], "compare needs a validation split"),
+])
+def test_compare_refuses_what_leaves_nothing_to_compare_in_one_line(tmp_path, capsys, extra, message):
+    from tests.conftest import one_line_error
+
+    args = ["compare", "--modality", "smiles", "--budget", "2-steps", "--out", str(tmp_path / "out"), *extra]
+    assert message in one_line_error(capsys, main(args))
+    assert not (tmp_path / "out" / "pretrain").exists()
+
+
+def _finished_run(out, objective="mlm", status="completed", step=8, pointer_step=8, **plan):
+    """A pretraining folder as compare leaves it (or as a results folder keeps it), without training one."""
+    run_dir = out / "pretrain" / f"{objective}-seed0"
+    (run_dir / "checkpoints").mkdir(parents=True)
+    (run_dir / "plan.json").write_text(json.dumps({"budget": "steps", "amount": 8, **plan}))
+    (run_dir / "summary.json").write_text(json.dumps({"status": status, "objective": objective, "steps": step,
+                                                       "checkpoint_step": step, "run_dir": "elsewhere/typed"}))
+    (run_dir / "checkpoints" / "latest.json").write_text(json.dumps({"checkpoint": f"step-{pointer_step:06d}",
+                                                                     "step": pointer_step}))
+    return run_dir
+
+
+def _base():
+    return {"modality": {"name": "smiles"}, "model": {"preset": "tiny"}}
+
+
+def test_a_kept_run_is_reused_from_where_it_is_and_its_plan_is_checked(tmp_path):
+    from polymask.compare.pretrain import pretrain, run_config, settings_digest
+    from polymask.errors import OutputError
+
+    out = tmp_path / "moved"
+    run_dir = _finished_run(out)
+    config = run_config(_base(), "mlm", 0, run_dir)
+    plan = json.loads((run_dir / "plan.json").read_text())
+    (run_dir / "plan.json").write_text(json.dumps({**plan, "settings": settings_digest(config)}))  # hash-only plan
+    reused = pretrain(_base(), "mlm", 0, parse_budget("8-steps"), out)
+    assert reused["reused"] and reused["run_dir"] == str(run_dir) and not reused["diverged"]
+    kept = config.model_dump(mode="json", exclude={"out"})
+    kept["train"].pop("progress")
+    kept["model"].pop("rope_2d")  # a field added since the run: its default is what the run had
+    (run_dir / "plan.json").write_text(json.dumps({**plan, "settings_fields": kept}))
+    assert pretrain(_base(), "mlm", 0, parse_budget("8-steps"), out)["reused"]
+    with pytest.raises(OutputError, match=r"other settings \(model.d_ff: then 256, now 64\)"):
+        pretrain({**_base(), "model": {"preset": "tiny", "d_ff": 64}}, "mlm", 0, parse_budget("8-steps"), out)
+    (run_dir / "plan.json").write_text("{not json")
+    with pytest.raises(OutputError, match="plan.json: unreadable"):
+        pretrain(_base(), "mlm", 0, parse_budget("8-steps"), out)
+    (run_dir / "plan.json").unlink()  # without its plan, the run is not overwritten
+    with pytest.raises(OutputError, match="no plan.json, so its budget and settings are unknown"):
+        pretrain(_base(), "mlm", 0, parse_budget("8-steps"), out)
+    assert (run_dir / "summary.json").is_file()
+
+
+def test_a_kept_run_must_point_at_its_last_checkpoint_and_a_diverged_one_is_final(tmp_path):
+    from polymask.compare.pretrain import pretrain
+    from polymask.compare.report import DIVERGED_VERDICT, NO_BASELINE_VERDICT
+    from polymask.errors import OutputError
+
+    _finished_run(tmp_path / "a", pointer_step=4)
+    with pytest.raises(OutputError, match="ends at the checkpoint of step 8, but checkpoints/latest.json points at step 4"):
+        pretrain(_base(), "mlm", 0, parse_budget("8-steps"), tmp_path / "a")
+    _finished_run(tmp_path / "b", "maelm", status="diverged", step=5, pointer_step=5)
+    diverged = pretrain(_base(), "maelm", 0, parse_budget("8-steps"), tmp_path / "b")
+    assert diverged["diverged"] and diverged["reused"]
+    runs = [{"run_dir": "r/mlm-seed0", "objective": "mlm"}, {**diverged, "run_dir": "r/maelm-seed0"},
+            {"run_dir": "r/exlm-seed0", "objective": "exlm"}]
+    cells = [{"system": f"{name}-seed0 ({name})", "task": task, "metric": "roc_auc", "test": {"roc_auc": value}}
+             for name, task in (("mlm", "moleculenet/bbbp"), ("maelm", "moleculenet/bbbp"), ("exlm", "moleculenet/bbbp"),
+                                ("exlm", "moleculenet/bace")) for value in (0.7, 0.71)]
+    verdicts = {(row["objective"], row["task"]): row["vs_mlm"]
+                for row in benchmark_rows("moleculenet", {"cells": cells}, runs, "mlm")}
+    assert verdicts[("maelm", "moleculenet/bbbp")] == DIVERGED_VERDICT
+    assert verdicts[("exlm", "moleculenet/bace")] == NO_BASELINE_VERDICT

@@ -53,6 +53,19 @@ def test_missing_and_corrupt_checkpoints_fail_clearly(tmp_path, make_config):
         read_checkpoint(folder)
 
 
+def test_a_checkpoint_kept_without_optimizer_state_reads_but_cannot_resume(tmp_path, make_config):
+    """Results folders keep a run's final weights without its optimizer moments: fine-tuning and analyses read it
+    (its manifest still lists the file), resuming says why it cannot."""
+    train(make_config("smiles", tmp_path / "run", max_steps=2))
+    folder = tmp_path / "run" / "checkpoints" / "step-000002"
+    (folder / "optimizer.safetensors").unlink()
+    checkpoint = read_checkpoint(tmp_path / "run")
+    assert checkpoint.step == 2 and checkpoint.pretraining_tokens() > 0
+    checkpoint.build_encoder()
+    with pytest.raises(CheckpointError, match="optimizer state .* was removed, so the run cannot resume"):
+        train(resume=tmp_path / "run")
+
+
 def test_a_crash_while_saving_keeps_the_previous_checkpoint(tmp_path, make_config, monkeypatch):
     import polymask.checkpoints.pretrained as checkpoint_module
 

@@ -3,7 +3,8 @@
 Layout of ``<run>/checkpoints/step-000600/``::
 
     model.safetensors      objective weights (``encoder.*`` plus the objective's own modules)
-    optimizer.safetensors  optimizer moments and RNG states
+    optimizer.safetensors  optimizer moments and RNG states (only resuming needs them: a kept checkpoint may
+                           drop the file)
     trainer_state.json     step, data position, optimizer hyper-parameters, Python RNG state
     polymask.json          the run config (``config.json`` before: transformers' name, which made
                            ``AutoModel.from_pretrained`` take a polymask checkpoint for a Hugging Face folder)
@@ -59,6 +60,9 @@ LEGACY_RUN_CONFIG = "config.json"
 FINETUNED_META = "finetuned.json"
 LATEST = "latest.json"
 MANIFEST = "manifest.json"
+#: Only resuming needs it: a checkpoint kept without it (its manifest still lists it) is read, fine-tuned and
+#: analysed, and refused in one line by ``--resume``.
+OPTIMIZER_STATE = "optimizer.safetensors"
 CHECKPOINT_NAME = re.compile(r"step-\d{6,}")
 
 
@@ -137,7 +141,7 @@ def save_checkpoint(run_dir: Path, step: int, weights: dict[str, torch.Tensor], 
     with staged_folder(final) as tmp:
         save_weights({name: tensor.detach().cpu().contiguous() for name, tensor in weights.items()},
                      tmp / "model.safetensors")
-        save_weights({**moments, **rng_tensors}, tmp / "optimizer.safetensors")
+        save_weights({**moments, **rng_tensors}, tmp / OPTIMIZER_STATE)
         _write_json(tmp / "trainer_state.json", {**trainer_state, "optimizer": optimizer_meta})
         _write_json(tmp / RUN_CONFIG, config)
         _write_json(tmp / "encoder.json", {"config": encoder.config.model_dump(mode="json"),
@@ -217,6 +221,8 @@ def verify_checkpoint(folder: Path) -> dict[str, Any]:
         raise CheckpointError(f"{manifest_path}: not a checkpoint manifest (needs a 'files' map of names to sha256)")
     for name, digest in files.items():
         file = folder / name
+        if name == OPTIMIZER_STATE and not file.exists():
+            continue  # removed to keep the weights small: the checkpoint reads, it cannot resume
         if file.parent != folder or not file.is_file():
             raise CheckpointError(f"{folder}: missing file {name}")
         if file_sha256(file) != digest:
@@ -268,7 +274,10 @@ class LoadedCheckpoint:
     def trainer_state(self) -> tuple[dict[str, Any], dict[str, torch.Tensor]]:
         """Trainer state JSON and the optimizer/RNG tensors (only needed to resume)."""
         state = read_json_object(self.folder, "trainer_state.json")
-        return state, _load_tensors(self.folder, "optimizer.safetensors")
+        if not (self.folder / OPTIMIZER_STATE).exists():
+            raise CheckpointError(f"{self.folder}: its optimizer state ({OPTIMIZER_STATE}) was removed, so the run "
+                                  f"cannot resume from it; fine-tune, embed, analyse or export it")
+        return state, _load_tensors(self.folder, OPTIMIZER_STATE)
 
     def build_objective(self) -> "Objective":
         """The whole pretraining model (encoder + objective modules) with its weights, e.g. for analysis."""

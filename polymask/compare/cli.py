@@ -15,13 +15,16 @@ def cmd_compare(args: argparse.Namespace) -> int:
     from polymask.config import apply_override, check_run_fields, load_yaml
 
     objectives = [name.strip() for name in args.objectives.split(",") if name.strip()]
+    check_counts(objectives, args.seeds, args.benchmark_seeds)
     base: dict[str, Any] = load_yaml(args.config) if args.config else {}
-    if args.data:
-        base.setdefault("data", {})["paths"] = [str(p) for p in args.data]
     for assignment in args.set or []:
         apply_override(base, assignment)
+    if args.data:
+        check_sections({"data": base.get("data", {})})
+        base.setdefault("data", {})["paths"] = [str(p) for p in args.data]
     if isinstance(base.get("modality"), str):
         base["modality"] = {"name": base["modality"]}
+    check_sections(base)
     base.setdefault("modality", {})["name"] = args.modality
     check_run_fields(base)  # before torch is imported: a wrong field fails at once
     finetune = given_fields(args, FinetuneConfig)
@@ -37,6 +40,31 @@ def cmd_compare(args: argparse.Namespace) -> int:
                          args.benchmark_seeds, args.tasks, finetune, args.data_dir, not args.no_references)
     print(f"report: {report}")
     return 0
+
+
+def check_counts(objectives: list[str], seeds: list[int], benchmark_seeds: int) -> None:
+    """One line, before anything is pretrained, for objectives or seeds that leave nothing to compare."""
+    from polymask.errors import ConfigError
+
+    if not objectives:
+        raise ConfigError("--objectives names no objective; give a comma-separated list, e.g. mlm,maelm,exlm")
+    for what, values in (("--objectives", objectives), ("--seeds", seeds)):
+        if len(set(values)) < len(values):
+            raise ConfigError(f"{what} repeats a value ({' '.join(map(str, values))}): each run is pretrained once")
+    if benchmark_seeds < 1:
+        raise ConfigError(f"--benchmark-seeds must be at least 1 (2 or more for a verdict), got {benchmark_seeds}")
+
+
+def check_sections(base: dict[str, Any]) -> None:
+    """One line for a recipe section that is not a mapping (``--set objective=null``); the modality and the
+    objective may also be given by name."""
+    from polymask.errors import ConfigError
+
+    for key, value in base.items():
+        by_name = key in ("modality", "objective") and isinstance(value, str)
+        if key in ("modality", "objective", "model", "data", "train") and not (by_name or isinstance(value, dict)):
+            raise ConfigError(f"{key}: expected a mapping of settings{' or a name' if key in ('modality', 'objective') else ''}, "
+                              f"got {value!r}")
 
 
 def add_commands(sub: argparse._SubParsersAction) -> None:

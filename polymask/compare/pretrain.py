@@ -5,14 +5,15 @@ import hashlib
 import json
 import os
 from pathlib import Path
-from typing import Any
+from typing import Any, Callable
 
 import torch
 
 from polymask.compare.budget import Budget, measure_step_seconds, steps_for
 from polymask.config import RunConfig, build_run_config, merge
-from polymask.errors import ConfigError, OutputError
+from polymask.errors import ConfigError, OutputError, TrainingDiverged
 from polymask.jsonio import make_dir, write_json
+from polymask.runtime import machine
 from polymask.training.run_folder import held_run
 from polymask.training.trainer import Trainer, train
 
@@ -66,37 +67,100 @@ def plan_steps(config: RunConfig, budget: Budget) -> dict[str, Any]:
 
 def settings_digest(config: RunConfig) -> str:
     """A hash of the run's settings (its folder and progress display left out): what a reused run must match."""
+    return hashlib.sha256(json.dumps(_settings(config), sort_keys=True).encode()).hexdigest()[:16]
+
+
+def _settings(config: RunConfig) -> dict[str, Any]:
     settings = config.model_dump(mode="json", exclude={"out"})
     settings["train"].pop("progress", None)
-    return hashlib.sha256(json.dumps(settings, sort_keys=True).encode()).hexdigest()[:16]
+    return settings
+
+
+def _flat(settings: dict[str, Any], prefix: str = "") -> dict[str, Any]:
+    flat: dict[str, Any] = {}
+    for key, value in settings.items():
+        flat.update(_flat(value, f"{prefix}{key}.") if isinstance(value, dict) else {f"{prefix}{key}": value})
+    return flat
+
+
+def _settings_differ(plan: dict[str, Any], config: RunConfig) -> str | None:
+    """Why the run a plan describes was pretrained with other settings than ``config``, or None when they match.
+    A plan keeps its settings as given (validated again, fields polymask added since take their defaults, as the
+    run had them in effect); a plan that kept only their hash is compared by hash."""
+    kept = plan.get("settings_fields")
+    if not isinstance(kept, dict):
+        return None if plan.get("settings", settings_digest(config)) == settings_digest(config) else "its settings hash"
+    try:
+        then = _flat(_settings(build_run_config({**kept, "out": str(config.out)})))
+    except ConfigError as exc:
+        return f"settings this polymask no longer reads ({exc})"
+    now = _flat(_settings(config))
+    changed = sorted(key for key in then.keys() | now.keys() if then.get(key) != now.get(key))
+    shown = ", ".join(f"{key}: then {then.get(key)!r}, now {now.get(key)!r}" for key in changed[:3])
+    return None if not changed else shown + (f" and {len(changed) - 3} more" if len(changed) > 3 else "")
+
+
+def _read_state(path: Path) -> dict[str, Any]:
+    """A run's plan or summary; one line naming the file when it is damaged."""
+    try:
+        data = json.loads(path.read_text())
+    except (OSError, UnicodeDecodeError, ValueError) as exc:
+        raise OutputError(f"{path}: unreadable ({exc}); restore it, or remove {path.parent} to pretrain again") from None
+    if not isinstance(data, dict):
+        raise OutputError(f"{path}: not a JSON object; restore it, or remove {path.parent} to pretrain again")
+    return data
+
+
+def _finished(run_dir: Path, summary: dict[str, Any]) -> bool:
+    """Whether the summary is of a run that ended (completed, or diverged: a rerun would replay the same steps)
+    with its last checkpoint where ``checkpoints/latest.json`` points (the weights the benchmark reads)."""
+    if summary.get("status", "completed") not in ("completed", "diverged") or not summary:
+        return False
+    pointer = run_dir / "checkpoints" / "latest.json"
+    saved = _read_state(pointer).get("step") if pointer.is_file() else None
+    if saved != summary.get("checkpoint_step"):
+        raise OutputError(f"{run_dir}: its summary ends at the checkpoint of step {summary.get('checkpoint_step')}, "
+                          f"but checkpoints/latest.json points at step {saved}; restore that checkpoint, or remove "
+                          f"{run_dir} to pretrain again")
+    return True
 
 
 def pretrain(base: dict[str, Any], objective: str, seed: int, budget: Budget, out: Path) -> dict[str, Any]:
     """Train ``out/pretrain/<objective>-seed<seed>`` (reused when finished under the same budget and settings,
-    resumed when interrupted); returns its summary plus the plan, which records the threads and the machine's
-    load when the run started (a time budget buys fewer steps on a busy machine)."""
+    resumed when interrupted); returns its summary plus the plan, which records the threads, the device and the
+    machine's load when the run started (a time budget buys fewer steps on a busy or slower machine). A run that
+    diverged is returned as it ended (``diverged``), for the report to call no ordering on it."""
     run_dir = out / "pretrain" / f"{objective}-seed{seed}"
     plan_file = run_dir / "plan.json"
     config = run_config(base, objective, seed, run_dir)
-    settings = settings_digest(config)
+    device = machine()["device"]
     if plan_file.is_file():
-        plan = json.loads(plan_file.read_text())
-        if plan.get("settings", settings) != settings:  # plans written before settings were recorded: not checked
-            raise OutputError(f"{run_dir} holds a run pretrained with other settings (another --config or --set); "
-                              f"use another --out, or remove {run_dir}")
-        if budget.kind == "time" and plan["budget"] == "time" and "max_steps" not in plan:
+        plan = _read_state(plan_file)
+        differs = _settings_differ(plan, config)
+        if differs:
+            raise OutputError(f"{run_dir} holds a run pretrained with other settings ({differs}); use another --out, "
+                              f"or remove {run_dir}")
+        if budget.kind == "time" and plan.get("budget") == "time" and "max_steps" not in plan:
             raise ConfigError(f"{run_dir} was pretrained before time budgets ended on the clock (it stopped at a "
                               f"step estimate, so objectives got unequal time); move it away or use another --out")
-        if (plan["budget"], plan["amount"]) == (budget.kind, budget.amount):
-            summary = json.loads((run_dir / "summary.json").read_text()) if (run_dir / "summary.json").is_file() else {}
-            if summary.get("status", "completed") == "completed" and summary:
-                return {**summary, "plan": plan, "reused": True}
+        if (plan.get("budget"), plan.get("amount")) == (budget.kind, budget.amount):
+            summary = _read_state(run_dir / "summary.json") if (run_dir / "summary.json").is_file() else {}
+            if _finished(run_dir, summary):
+                return _result(summary, plan, run_dir, reused=True)
             if (run_dir / "checkpoints" / "latest.json").is_file():
-                return {**train(resume=run_dir), "plan": plan, "reused": False}
+                if budget.kind == "time" and plan.get("device", device) != device:
+                    raise OutputError(f"{run_dir} started its time budget on {plan['device']}; finishing it on {device} "
+                                      f"would spend the rest at another speed: resume it there, or remove {run_dir}")
+                return _result(_train_to_end(lambda: train(resume=run_dir), run_dir), plan, run_dir, reused=False)
         elif held_run(run_dir):  # its benchmark cells would be reused for a model they were not computed on
-            raise OutputError(f"{run_dir} holds a run pretrained under another budget ({plan['amount']:g} {plan['budget']}, "
-                              f"not {budget.amount:g} {budget.kind}); use another --out, or remove {run_dir.parent.parent}")
-    plan = {"budget": budget.kind, "amount": budget.amount, "settings": settings,
+            raise OutputError(f"{run_dir} holds a run pretrained under another budget ({plan.get('amount')} "
+                              f"{plan.get('budget')}, not {budget.amount:g} {budget.kind}); use another --out, or "
+                              f"remove {run_dir.parent.parent}")
+    elif held_run(run_dir):  # a run without its plan: what budget it had is unknown, and overwriting it loses it
+        raise OutputError(f"{run_dir} holds a run ({', '.join(held_run(run_dir))}) but no plan.json, so its budget and "
+                          f"settings are unknown; restore plan.json, or remove {run_dir} to pretrain again")
+    plan = {"budget": budget.kind, "amount": budget.amount, "settings": settings_digest(config),
+            "settings_fields": _settings(config), "device": device,
             "threads": config.train.threads or torch.get_num_threads(), "load_at_start": round(os.getloadavg()[0], 2),
             **plan_steps(config, budget)}
     schedule = config.train  # assignments are validated
@@ -106,5 +170,20 @@ def pretrain(base: dict[str, Any], objective: str, seed: int, budget: Budget, ou
         schedule.max_time, schedule.max_steps = budget.amount, plan["max_steps"]
     make_dir(run_dir)
     write_json(plan_file, plan)
-    summary = Trainer(config, existing="overwrite").fit()  # a start of its own that saved nothing
-    return {**summary, "plan": plan, "reused": False}
+    summary = _train_to_end(lambda: Trainer(config, existing="overwrite").fit(), run_dir)  # a start that saved nothing
+    return _result(summary, plan, run_dir, reused=False)
+
+
+def _train_to_end(fit: Callable[[], dict[str, Any]], run_dir: Path) -> dict[str, Any]:
+    """The summary of a training run; a run that diverges ends with its summary (status ``diverged``)."""
+    try:
+        return fit()
+    except TrainingDiverged:
+        return _read_state(run_dir / "summary.json")
+
+
+def _result(summary: dict[str, Any], plan: dict[str, Any], run_dir: Path, reused: bool) -> dict[str, Any]:
+    """What compare keeps of a run: its summary, read from the folder it was found in (a summary records the
+    ``--out`` typed when it was trained), its plan, and whether it was reused."""
+    return {**summary, "run_dir": str(run_dir), "plan": plan, "reused": reused,
+            "diverged": summary.get("status") == "diverged"}

@@ -49,18 +49,22 @@ def _task_averages(scores: dict[tuple[str, str], list[float]],
 
 
 COLLAPSED_VERDICT = "no verdict (collapsed pretraining)"
+DIVERGED_VERDICT = "no verdict (diverged pretraining)"
+NO_BASELINE_VERDICT = "n/a (no baseline score)"
 
 
-def collapsed_objectives(runs: list[dict[str, Any]]) -> set[str]:
-    """Objectives with a pretraining run that ended collapsed (the trainer's collapse alarm)."""
-    return {run["objective"] for run in runs if run.get("collapsed")}
+def failed_objectives(runs: list[dict[str, Any]]) -> dict[str, str]:
+    """Objectives with a pretraining run that diverged or ended collapsed (the trainer's collapse alarm), with the
+    verdict every comparison involving them gets."""
+    failed = {run["objective"]: COLLAPSED_VERDICT for run in runs if run.get("collapsed")}
+    return {**failed, **{run["objective"]: DIVERGED_VERDICT for run in runs if run.get("diverged")}}
 
 
 def benchmark_rows(benchmark: str, results: dict[str, Any], runs: list[dict[str, Any]],
                    baseline: str, split: str = "test") -> list[dict[str, Any]]:
     """Per (objective, task) and per task average on ``split`` (valid or test): mean, std and the verdict against
     ``baseline``; no verdict for a pair in which either pretraining run collapsed."""
-    collapsed = collapsed_objectives(runs)
+    failed = failed_objectives(runs)
     metric_of = {cell["task"]: cell["metric"] for cell in results["cells"]}
     scores = _objective_scores(results, runs, split)
     groups = {f"mean/{name}": members for name, members in average_groups(metric_of).items()}
@@ -72,8 +76,10 @@ def benchmark_rows(benchmark: str, results: dict[str, Any], runs: list[dict[str,
     for (objective, task), values in scores.items():
         if objective == baseline:
             verdict, p_value = "baseline", float("nan")
-        elif collapsed & {objective, baseline}:
-            verdict, p_value = COLLAPSED_VERDICT, float("nan")
+        elif objective in failed or baseline in failed:
+            verdict, p_value = failed.get(objective) or failed[baseline], float("nan")
+        elif (baseline, task) not in scores:
+            verdict, p_value = NO_BASELINE_VERDICT, float("nan")
         else:
             verdict, p_value = welch_verdict(values, scores.get((baseline, task), []), higher_of[task])
         rows.append({"benchmark": benchmark, "split": split, "task": task, "metric": metric_of[task],
@@ -120,13 +126,20 @@ def _optional(value: Any, spec: str) -> str:
     return "–" if value is None else ("yes" if value is True else "no" if value is False else format(value, spec))
 
 
-def _collapse_warning(runs: list[dict[str, Any]]) -> list[str]:
-    collapsed = sorted(collapsed_objectives(runs))
-    if not collapsed:
-        return []
-    return ["", f"**Collapsed pretraining: {', '.join(collapsed)}.** The collapse alarm fired at the end of "
-            "pretraining (masked accuracy at the unigram level or a near-rank-1 encoder): such an encoder has not "
-            "learned from context, so this report calls no ordering involving it."]
+def _failure_warning(runs: list[dict[str, Any]]) -> list[str]:
+    failed = failed_objectives(runs)
+    collapsed = sorted(name for name, verdict in failed.items() if verdict == COLLAPSED_VERDICT)
+    diverged = sorted(name for name, verdict in failed.items() if verdict == DIVERGED_VERDICT)
+    lines = []
+    if collapsed:
+        lines += ["", f"**Collapsed pretraining: {', '.join(collapsed)}.** The collapse alarm fired at the end of "
+                  "pretraining (masked accuracy at the unigram level or a near-rank-1 encoder): such an encoder has "
+                  "not learned from context, so this report calls no ordering involving it."]
+    if diverged:
+        lines += ["", f"**Diverged pretraining: {', '.join(diverged)}.** The loss went non-finite and the run "
+                  "stopped at its last finite checkpoint, before its budget was spent: this report calls no ordering "
+                  "involving it (a lower learning rate, `--set train.lr=...`, in another --out)."]
+    return lines
 
 
 def _steps(run: dict[str, Any]) -> str:
@@ -166,10 +179,13 @@ def _score_table(folder: Path, split: str, table: list[dict[str, Any]], results:
     return lines + [""]
 
 
-def _verdicts(tables: dict[str, list[dict[str, Any]]], baseline: str) -> list[str]:
+def _verdicts(tables: dict[str, list[dict[str, Any]]], baseline: str, pretraining_seeds: int) -> list[str]:
     """One line per objective: its mean over the tasks against ``baseline``'s, on validation (where a choice is
     made) and on test, with Welch's p."""
-    lines = ["**Verdicts** (the mean over the tasks of each metric, per seed; validation decides):", ""]
+    unit = ("pretraining seed" if pretraining_seeds > 1 else
+            "fine-tuning seed of one pretraining run per objective: the test covers fine-tuning noise, not how "
+            "another pretraining seed would differ")
+    lines = [f"**Verdicts** (the mean over the tasks of each metric, per {unit}; validation decides):", ""]
     for objective in dict.fromkeys(r["objective"] for r in tables["test"]):
         if objective == baseline:
             continue
@@ -183,6 +199,15 @@ def _verdicts(tables: dict[str, list[dict[str, Any]]], baseline: str) -> list[st
                              f"{row['vs_' + baseline]}{p_value}")
         lines.append(f"- **{objective}** against {baseline}: " + "; ".join(parts))
     return lines
+
+
+def _missing_tasks(results: dict[str, Any]) -> list[str]:
+    """The tasks this benchmark could not run (files found nowhere), which no mean above includes."""
+    missing = results.get("missing") or {}
+    if not missing:
+        return []
+    return [f"**Not run, and in no mean above: {', '.join(sorted(missing))}** (their files were found nowhere; "
+            "give `--data-dir` or set `$POLYMASK_DATA_DIR`; the reasons are in the benchmark's results.md).", ""]
 
 
 def write_compare_report(out: Path, modality: str, budget: Budget, runs: list[dict[str, Any]],
@@ -200,14 +225,15 @@ def write_compare_report(out: Path, modality: str, budget: Budget, runs: list[di
              f"(summed over runs and cells); this invocation {duration(wall_time)}, reusing finished pieces.",
              "- Fine-tuning: each benchmark's recipe without test-time averaging (compare ranks the encoders' own "
              "predictions; `polymask benchmark` reports averaged rows of their own).",
-             *_collapse_warning(runs),
+             *_failure_warning(runs),
              "", "## Pretraining", "",
-             "| run | objective | steps | real tokens | train time (s) | threads / load at start | tokens/s "
-             "| final val loss | val accuracy | unigram accuracy | effective rank | collapsed |",
-             "|---|---|---:|---:|---:|---|---:|---:|---:|---:|---:|---|"]
+             "| run | objective | steps | real tokens | train time (s) | device, precision | threads / load at start "
+             "| tokens/s | final val loss | val accuracy | unigram accuracy | effective rank | collapsed |",
+             "|---|---|---:|---:|---:|---|---|---:|---:|---:|---:|---:|---|"]
     for run in runs:
         lines.append(f"| {Path(run['run_dir']).name} | {run['objective']} | {_steps(run)} | {run['tokens']:,} | "
-                     f"{run['train_time_s']} | {_load(run.get('plan') or {})} | {run['tokens_per_s']:,.0f} | "
+                     f"{run['train_time_s']} | {run.get('device', '–')}, {run.get('precision', '–')} | "
+                     f"{_load(run.get('plan') or {})} | {run['tokens_per_s']:,.0f} | "
                      f"{run['final_val_loss']:.4f} | "
                      f"{run['final_val_accuracy']:.3f} | {_optional(run.get('unigram_accuracy'), '.3f')} | "
                      f"{_optional(run.get('final_val_rank'), 'd')} | {_optional(run.get('collapsed'), '')} |")
@@ -221,7 +247,9 @@ def write_compare_report(out: Path, modality: str, budget: Budget, runs: list[di
         tables = {split: benchmark_rows(benchmark, results[benchmark], runs, baseline, split)
                   for split in ("valid", "test")}
         rows += tables["valid"] + tables["test"]
-        lines += [f"## {benchmark}", "", *_verdicts(tables, baseline), ""]
+        pretraining_seeds = len(runs) // max(1, len(objectives))
+        lines += [f"## {benchmark}", "", *_verdicts(tables, baseline, pretraining_seeds), "",
+                  *_missing_tasks(results[benchmark])]
         for split, table in tables.items():
             lines += _score_table(folder, split, table, results[benchmark], runs, objectives, baseline)
         lines += [f"![{benchmark}]({folder.name}/results.png)", ""]

@@ -10,7 +10,7 @@ from typing import Any
 
 from polymask.checkpoints.pretrained import read_checkpoint, resolve_checkpoint
 from polymask.compare.budget import Budget
-from polymask.compare.pretrain import pretrain
+from polymask.compare.pretrain import pretrain, run_config
 from polymask.compare.report import write_compare_report
 from polymask.data.corpus import prepare_corpus
 from polymask.errors import ConfigError
@@ -18,7 +18,7 @@ from polymask.jsonio import make_dir, write_text
 from polymask.modalities import build_modality
 from polymask.tasks.benchmark.runner import run_benchmark
 from polymask.tasks.benchmark.systems import checkpoint_system, reference_systems, untrained_system
-from polymask.tasks.data.spec import load_task_spec, task_names
+from polymask.tasks.data.spec import benchmark_tasks, load_task_spec, task_names
 from polymask.tasks.finetune.options import FinetuneConfig
 from polymask.tasks.finetune.recipe import recipe_settings
 
@@ -68,6 +68,24 @@ def _analyses(run_dirs: list[Path], heldout: Path, out: Path) -> dict[str, Any]:
     return results
 
 
+def compare_tasks(modality: str, tasks: list[str] | None) -> dict[str, list[str]]:
+    """Task keys per benchmark of ``modality``: its default sets, every task (``all``), or the ``tasks`` named,
+    with their benchmark (``dna/tf_0``) or without it where one benchmark has that name (``tf_0``)."""
+    benchmarks = benchmarks_for(modality)
+    if not tasks or tasks == ["all"]:
+        return {benchmark: task_names(benchmark, default_only=not tasks) for benchmark in benchmarks}
+    chosen: dict[str, list[str]] = {benchmark: [] for benchmark in benchmarks}
+    for name in tasks:
+        owners = [name.split("/")[0]] if "/" in name else \
+            [benchmark for benchmark in benchmarks if f"{benchmark}/{name}" in task_names(benchmark)]
+        if len(owners) != 1 or owners[0] not in chosen:
+            where = "none of" if not owners or owners[0] not in chosen else "more than one of"
+            raise ConfigError(f"task '{name}' is in {where} the {modality} benchmarks ({', '.join(benchmarks)}); "
+                              f"name it as <benchmark>/<task>, e.g. {benchmarks[0]}/{task_names(benchmarks[0])[0].split('/')[1]}")
+        chosen[owners[0]] += benchmark_tasks(owners[0], [name])
+    return chosen
+
+
 def check_objectives(objectives: list[str]) -> None:
     """Refuse, in one line, an objective whose runs compare cannot analyse: the semantics analysis needs its
     prediction at masked positions (``Objective.masked_log_probs``)."""
@@ -96,16 +114,19 @@ def run_compare(modality: str, objectives: list[str], budget: Budget, out: Path,
     ``references``: also the untrained encoder and the field's classical baselines (rows the verdicts do not read).
     Returns the path of ``report.md``."""
     check_objectives(objectives)
-    keys_of = {benchmark: ([t for t in tasks if t.startswith(f"{benchmark}/")] if tasks else
-                           task_names(benchmark, default_only=True)) for benchmark in benchmarks_for(modality)}
+    keys_of = compare_tasks(modality, tasks)
     settings = {benchmark: compare_settings(benchmark, finetune) for benchmark, keys in keys_of.items() if keys}
     for benchmark, chosen in settings.items():  # before pretraining: what a task kind cannot do is one line now
         for key in keys_of[benchmark]:
             spec = load_task_spec(key)
             spec.task_kind.refuse_settings(chosen.for_task(spec.name), key)
+    base = {**base, "modality": base.get("modality") or {"name": modality}}
+    data = run_config(base, objectives[0], seeds[0], out / "pretrain" / "unused").data
+    if data.val_fraction == 0 or data.max_val_records == 0:  # the analyses and the collapse alarm read it
+        raise ConfigError("compare needs a validation split of the pretraining corpus: data.val_fraction and "
+                          "data.max_val_records must be above 0")
     started = time.perf_counter()
     make_dir(out)
-    base = {**base, "modality": base.get("modality") or {"name": modality}}
     runs = [pretrain(base, objective, seed, budget, out) for objective in objectives for seed in seeds]
     run_dirs = [Path(run["run_dir"]) for run in runs]
     benchmark_reports = {}
