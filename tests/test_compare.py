@@ -202,3 +202,17 @@ def test_a_kept_run_must_point_at_its_last_checkpoint_and_a_diverged_one_is_fina
                 for row in benchmark_rows("moleculenet", {"cells": cells}, runs, "mlm")}
     assert verdicts[("maelm", "moleculenet/bbbp")] == DIVERGED_VERDICT
     assert verdicts[("exlm", "moleculenet/bace")] == NO_BASELINE_VERDICT
+
+
+def test_a_second_compare_on_a_busy_out_folder_stops_in_one_line(tmp_path):
+    from polymask.compare.run import run_compare
+    from polymask.errors import RunBusy
+    from polymask.locks import acquire
+
+    out = tmp_path / "out"
+    out.mkdir()
+    with acquire(out / ".compare.lock", str):
+        with pytest.raises(RunBusy, match="is in use by another polymask compare"):
+            run_compare("smiles", ["mlm"], parse_budget("2-steps"), out, {"model": {"preset": "tiny"}}, [0], 1,
+                        ["moleculenet/esol"], {})
+    assert not (out / "pretrain").exists()
