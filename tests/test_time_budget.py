@@ -52,12 +52,14 @@ def test_a_resumed_time_budget_counts_the_time_already_spent(tmp_path, make_conf
 def test_compare_spends_a_time_budget_on_the_clock_not_on_the_probes_estimate(tmp_path, make_config):
     from polymask.compare.budget import parse_budget
     from polymask.compare.pretrain import TIME_BUDGET_STEP_CEILING, pretrain
+    from polymask.runtime import machine
 
     base = make_config("smiles", tmp_path / "unused")
     run = pretrain(base, "mlm", 0, parse_budget("3s"), tmp_path / "compare")
     plan = run["plan"]
     assert plan["max_steps"] == TIME_BUDGET_STEP_CEILING * plan["steps"] and run["steps"] < plan["max_steps"]
     assert run["train_time_s"] >= 3
+    assert plan["device"] == machine()["device"] and not (tmp_path / "compare" / "pretrain" / "mlm-seed0" / "probe").exists()
 
 
 def test_compare_refuses_a_time_budget_run_made_before_it_ended_on_the_clock(tmp_path, make_config):

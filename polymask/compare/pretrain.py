@@ -4,6 +4,7 @@ from __future__ import annotations
 import hashlib
 import json
 import os
+import shutil
 from pathlib import Path
 from typing import Any, Callable
 
@@ -59,8 +60,12 @@ def plan_steps(config: RunConfig, budget: Budget) -> dict[str, Any]:
     probe_config = config.model_copy(deep=True)
     probe_config.out = config.out_dir() / "probe"  # assignments are validated
     probe = Trainer(probe_config)
-    tokens_per_step = _tokens_per_step(probe)
-    step_seconds = measure_step_seconds(probe) if budget.kind == "time" else 0.0
+    try:
+        tokens_per_step = _tokens_per_step(probe)
+        step_seconds = measure_step_seconds(probe) if budget.kind == "time" else 0.0
+    finally:
+        probe.close()
+        shutil.rmtree(probe_config.out_dir(), ignore_errors=True)  # it saved nothing worth keeping
     return {"steps": steps_for(budget, tokens_per_step, step_seconds), "tokens_per_step": tokens_per_step,
             "measured_step_s": step_seconds}
 
