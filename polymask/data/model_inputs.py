@@ -79,9 +79,9 @@ def as_inputs(records: Any, columns: Sequence[str]) -> tuple[list[Inputs], list[
 
 def encode_records(inputs: Sequence[Inputs], reasons: Sequence[str | None], modality: Modality, tokenizer: Tokenizer,
                    max_len: int) -> Encoded:
-    """Check and normalise each record as training does (``normalize_record``) and tokenise it as at fine-tuning
-    ([CLS] a [SEP] or [CLS] a [SEP] b [SEP]). Too long: rejected if the modality never cuts a record (SMILES), else
-    truncated."""
+    """Check and normalise each record as training does (``normalize_record``), keep the window a model reads
+    (``Modality.first_window``) and tokenise it as at fine-tuning ([CLS] a [SEP] or [CLS] a [SEP] b [SEP]). Too long:
+    rejected if the modality never cuts a record (SMILES), else truncated."""
     specials = SpecialIds.of(tokenizer)
     reasons = list(reasons)
     prepared: list[tuple[str, ...] | None] = []
@@ -90,7 +90,7 @@ def encode_records(inputs: Sequence[Inputs], reasons: Sequence[str | None], moda
         try:
             if parts is None:
                 raise InvalidRecord(reasons[index] or "no value")
-            records.append(tuple(normalize_record(modality, part) for part in parts))
+            records.append(tuple(modality.first_window(normalize_record(modality, part), max_len) for part in parts))
             prepared.append(tuple(modality.tokenizer_input(part) for part in records[-1]))
         except InvalidRecord as exc:
             records.append(None)

@@ -96,6 +96,12 @@ class Modality:
         """The string handed to the tokenizer for a normalised record."""
         return text
 
+    def first_window(self, text: str, max_len: int) -> str:
+        """The start of a normalised record that a model of ``max_len`` tokens reads, with a little more so that
+        the cut is still seen and counted: cut before tokenising (a chromosome in a FASTA) and before variants are
+        made (a reverse strand reads the bases the forward one does). The whole record by default."""
+        return text
+
     def build_tokenizer(self, texts: Iterable[str], vocab_size: int | None = None) -> Tokenizer:
         """Build this modality's tokenizer from normalised records."""
         raise NotImplementedError

@@ -82,6 +82,11 @@ class Dna(Modality):
         frames = self.config.k if "shift" in invariances and not self.config.overlapping else 1
         return [strand[shift:] for strand in strands for shift in range(min(frames, len(strand)))]
 
+    def first_window(self, text: str, max_len: int) -> str:
+        """``max_len`` tokens' worth of bases: one more token than [CLS] ... [SEP] leaves room for."""
+        k = self.config.k
+        return text[:max_len + k - 1] if self.config.overlapping else text[:max_len * k]
+
     def tokenizer_input(self, text: str) -> str:
         if not self.config.overlapping:
             return text

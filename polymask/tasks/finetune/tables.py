@@ -47,6 +47,13 @@ class EncodedSplit:
     features: np.ndarray | None = None
 
 
+def first_windows(split: TaskSplit, modality: Modality, max_len: int) -> TaskSplit:
+    """The split with each input cut to what the model reads (``Modality.first_window``), so that augmentation and
+    test-time variants are made of the same bases."""
+    return TaskSplit([tuple(modality.first_window(part, max_len) for part in parts) for parts in split.inputs],
+                     split.labels)
+
+
 def encode_split(split: TaskSplit, modality: Modality, tokenizer: Tokenizer, max_len: int) -> EncodedSplit:
     """Token ids ([CLS] a [SEP] or [CLS] a [SEP] b [SEP]); over-long examples are truncated and counted."""
     sequences, cut = tokenize_normalised(split.inputs, modality, tokenizer, max_len)
@@ -109,7 +116,8 @@ def finetune(task: TaskData, encoder: Encoder, tokenizer: Tokenizer, modality: M
     pad = SpecialIds.of(tokenizer).pad
     # capped validation and test subsets are the same for every system and seed
     capped = with_caps(task, seed, config.max_train_examples, config.max_valid_examples, config.max_test_examples)
-    train_split, valid_split, test_split = capped.train, capped.valid, capped.test
+    train_split, valid_split, test_split = (first_windows(split, modality, config.max_len)
+                                            for split in (capped.train, capped.valid, capped.test))
     features = extra_features(config, modality, train_split)
     train, valid, test = (with_features(encode_split(split, modality, tokenizer, config.max_len), split.inputs, features)
                           for split in (train_split, valid_split, test_split))
@@ -157,6 +165,7 @@ def finetune(task: TaskData, encoder: Encoder, tokenizer: Tokenizer, modality: M
             averaged_scores["averaged"] = {"valid": valid_averaged, "test": test_averaged,
                                            "variants_per_example": per_record, "over": invariances}
     for name, split in capped.extra_tests.items():
+        split = first_windows(split, modality, config.max_len)
         encoded = with_features(encode_split(split, modality, tokenizer, config.max_len), split.inputs, features)
         test_metrics.update({f"{name}_{metric}": value for metric, value in evaluate(encoded).items()})
     if save_to is not None:
