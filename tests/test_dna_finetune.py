@@ -122,3 +122,35 @@ def test_augmented_finetuning_runs_end_to_end(tiny_checkpoint, splice):
     result = finetune(splice, checkpoint.build_encoder(), checkpoint.tokenizer, Dna(),
                       FinetuneConfig(epochs=2, lr=2e-3, precision="fp32", augment=True, max_train_examples=300), seed=0)
     assert result["n_train"] == 300 and result["n_test"] == 300 and result["test"]["mcc"] == result["test"]["mcc"]
+
+
+def test_a_dna_table_declares_what_its_labels_are_invariant_to(tiny_checkpoint, tmp_path, capsys):
+    """A user's table of TF-binding windows (real GUE mouse/2 rows): the DNA recipe's augmentation and test-time
+    averaging vary strands and frames only where --invariant-to says the label allows it, and say so otherwise."""
+    import gzip
+
+    from polymask.tasks.api import _nothing_to_vary
+    from polymask.tasks.data.own_table import own_task_spec
+    from tests.conftest import one_line_error
+
+    from polymask.resources import builtin_dir
+
+    with gzip.open(builtin_dir("tasks") / "dna" / "data" / "GUE" / "mouse" / "2" / "train.csv.gz", "rt") as handle:
+        rows = handle.read().splitlines()[:61]
+    table = tmp_path / "windows.csv"
+    table.write_text("\n".join(rows) + "\n")
+    k3 = Dna(DnaConfig(k=3))
+    declared = own_task_spec(table, ["label"], k3, invariant_to=["reverse_complement", "shift"])
+    plain = own_task_spec(table, ["label"], k3)
+    assert declared.invariant_to == ["reverse_complement", "shift"] and plain.invariant_to == []
+    recipe = FinetuneConfig(augment=True, test_time_average=True)
+    assert _nothing_to_vary(recipe, k3, declared) == ""
+    assert "augment and test_time_average vary nothing: the table declares no invariance" in \
+        _nothing_to_vary(recipe, k3, plain)
+    code = main(["finetune", "--checkpoint", str(tiny_checkpoint), "--data", str(table), "--target", "label",
+                 "--invariant-to", "strand", "--out", str(tmp_path / "out"), "--quiet"])
+    one_line_error(capsys, code, "windows.csv", "invariant_to: 'strand' is not a transformation the dna modality knows")
+    assert main(["finetune", "--checkpoint", str(tiny_checkpoint), "--data", str(table), "--target", "label",
+                 "--invariant-to", "reverse_complement", "shift", "--epochs", "1", "--out", str(tmp_path / "out"),
+                 "--quiet"]) == 0
+    assert "+ test-time average" in capsys.readouterr().out

@@ -25,6 +25,7 @@ from polymask.tasks.data.loading import load_task as load_task_data
 from polymask.tasks.data.own_table import describe_own_task
 from polymask.tasks.data.spec import OwnDataSplit, TableKind, TaskSpec, as_task_spec, benchmark_tasks
 from polymask.tasks.finetune.hf_folder import is_hf_folder
+from polymask.tasks.finetune.options import FinetuneConfig
 from polymask.tasks.finetune.recipe import recipe_settings
 
 if TYPE_CHECKING:
@@ -45,10 +46,19 @@ def seed_list(seeds: int | Sequence[int]) -> list[int]:
     return chosen
 
 
+def _nothing_to_vary(config: FinetuneConfig, modality: "Modality", spec: TaskSpec) -> str:
+    """A note for a table whose settings augment or average over variants its labels declare none of."""
+    asked = [name for name in ("augment", "test_time_average") if getattr(config, name)]
+    if not asked or modality.invariances(spec.invariant_to):
+        return ""
+    return (f"; {' and '.join(asked)} vary nothing: the table declares no invariance of its labels "
+            f"(--invariant-to, e.g. reverse_complement shift for strand-free DNA windows)")
+
+
 def run_finetune(checkpoint: Path, task: str | TaskSpec | None, data: Path | None, targets: Sequence[str],
                  given: dict[str, Any], seeds: int | Sequence[int], out: Path | None, data_dir: Path | None,
                  progress: bool, input_column: str | None = None, kind: TableKind | None = None,
-                 split: OwnDataSplit | None = None) -> tuple[Path, Path]:
+                 split: OwnDataSplit | None = None, invariant_to: Sequence[str] = ()) -> tuple[Path, Path]:
     """(report, the first seed's model folder) of fine-tuning ``checkpoint`` on ``task`` or on the ``targets`` of
     the table ``data`` (exactly one of them), ``given`` settings over the recipe; ``polymask finetune``'s path."""
     if (task is None) == (data is None):
@@ -56,16 +66,17 @@ def run_finetune(checkpoint: Path, task: str | TaskSpec | None, data: Path | Non
     if data is not None and not targets:
         raise ConfigError(f"--data {data} needs --target (target= from Python): the column(s) to predict")
     given_table_options = [f"--{name.replace('_', '-')}" for name, value in (
-        ("target", targets), ("input_column", input_column), ("kind", kind), ("split", split)) if value]
+        ("target", targets), ("input_column", input_column), ("kind", kind), ("split", split),
+        ("invariant_to", invariant_to)) if value]
     if task is not None and given_table_options:
         raise ConfigError(f"{', '.join(given_table_options)}: for your own table (--data); a task spec declares its "
                           f"own columns, kind and split")
     if data is not None:
-        system, spec, config = own_data_task(data, targets, checkpoint, given, input_column, kind, split)
+        system, spec, config = own_data_task(data, targets, checkpoint, given, input_column, kind, split, invariant_to)
         recipe = system.modality.finetune_recipe
         systems, location = [system], describe_own_task(spec) + (
             f"; fine-tuned with the {recipe} recipe (tasks/{recipe}/recipe.yaml) where no option says otherwise"
-            if recipe else "")
+            if recipe else "") + _nothing_to_vary(config, system.modality, spec)
         if progress:
             print(f"polymask: {location}", file=sys.stderr)
     else:
@@ -81,7 +92,7 @@ def run_finetune(checkpoint: Path, task: str | TaskSpec | None, data: Path | Non
 
 def finetune(checkpoint: str | Path, task: str | Path | TaskSpec | None = None, *, data: str | Path | None = None,
              target: str | Sequence[str] | None = None, input_column: str | None = None, kind: TableKind | None = None,
-             split: OwnDataSplit | None = None, seeds: int | Sequence[int] = (0,), out: str | Path | None = None,
+             split: OwnDataSplit | None = None, invariant_to: Sequence[str] = (), seeds: int | Sequence[int] = (0,), out: str | Path | None = None,
              data_dir: str | Path | None = None, progress: bool = False, **settings: Any) -> Path:
     """Fine-tune ``checkpoint`` (a run or checkpoint folder, or a built-in model's name) on a built-in ``task``
     (``moleculenet/bbbp``, or a task YAML) or on the ``target`` column(s) of your own table ``data`` (.csv, .tsv,
@@ -99,7 +110,7 @@ def finetune(checkpoint: str | Path, task: str | Path | TaskSpec | None = None, 
     _, model = run_finetune(path, str(task) if isinstance(task, Path) else task,
                             Path(data) if data is not None else None, targets, settings, seeds,
                             Path(out) if out is not None else None, Path(data_dir) if data_dir else None, progress,
-                            input_column, kind, split)
+                            input_column, kind, split, invariant_to)
     return model
 
 

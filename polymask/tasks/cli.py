@@ -47,7 +47,8 @@ def cmd_finetune(args: argparse.Namespace) -> int:
     from polymask.tasks.api import run_finetune
 
     report, _ = run_finetune(args.checkpoint, args.task, args.data, args.target or [], given_settings(args), args.seeds,
-                             args.out, args.data_dir, not args.quiet, args.input_column, args.kind, args.split)
+                             args.out, args.data_dir, not args.quiet, args.input_column, args.kind, args.split,
+                             args.invariant_to or ())
     print(report.read_text())
     return 0
 
@@ -104,6 +105,10 @@ def add_commands(sub: argparse._SubParsersAction) -> None:
     finetune.add_argument("--split", choices=OWN_DATA_SPLITS,
                           help="with --data: scaffold (Bemis-Murcko, DeepChem's) or random (default: scaffold for "
                                "SMILES, random otherwise)")
+    finetune.add_argument("--invariant-to", nargs="+", metavar="TRANSFORMATION",
+                          help="with --data: what the labels do not change under, which augmentation and test-time "
+                               "averaging may vary (DNA: reverse_complement, shift; default: none, a label with a "
+                               "strand and a position)")
     finetune.add_argument("--checkpoint", type=checkpoint_path, required=True,
                           help="run or checkpoint folder, a built-in model's name (polymask models), or a local "
                                "Hugging Face model folder (docs/export.md)")

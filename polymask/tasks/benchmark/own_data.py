@@ -22,7 +22,8 @@ from polymask.tasks.finetune.recipe import own_table_settings
 
 def own_data_task(data: Path, targets: Sequence[str], checkpoint: Path, given: dict[str, Any],
                   input_column: str | None = None, kind: TableKind | None = None,
-                  split: OwnDataSplit | None = None) -> tuple[System, TaskSpec, FinetuneConfig]:
+                  split: OwnDataSplit | None = None,
+                  invariant_to: Sequence[str] = ()) -> tuple[System, TaskSpec, FinetuneConfig]:
     """The checkpoint's row, the spec of the task in ``data`` read with the checkpoint's modality, and the
     fine-tuning settings: ``given`` over the recipe of the modality's benchmark (``Modality.finetune_recipe``)."""
     if is_hf_folder(checkpoint):
@@ -32,7 +33,8 @@ def own_data_task(data: Path, targets: Sequence[str], checkpoint: Path, given: d
     modality = build_modality(loaded.run_config.modality)
     config = own_table_settings(modality.finetune_recipe, given)
     system = checkpoint_system(checkpoint, config, loaded)
-    return system, own_task_spec(data, targets, system.modality, input_column, kind, split), config
+    return system, own_task_spec(data, targets, system.modality, input_column, kind, split,
+                                 invariant_to), config
 
 
 def default_out(spec: TaskSpec) -> Path:

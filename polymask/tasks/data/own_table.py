@@ -6,6 +6,8 @@ import re
 from pathlib import Path
 from typing import Iterable, Mapping, Sequence
 
+from pydantic import ValidationError
+
 from polymask.data.readers import check_readable, file_kind, pick_column
 from polymask.errors import ConfigError
 from polymask.modalities.base import Modality
@@ -18,6 +20,7 @@ from polymask.tasks.data.spec import (
     SplitSpec,
     TableKind,
     TaskSpec,
+    spec_errors,
 )
 from polymask.tasks.data.task_kind import TASK_KINDS
 
@@ -128,11 +131,14 @@ def _target_values(header: list[str], rows: Iterable[Row], targets: Sequence[str
 
 
 def own_task_spec(path: Path, targets: Sequence[str], modality: Modality, input_column: str | None = None,
-                  kind: TableKind | None = None, split: OwnDataSplit | None = None) -> TaskSpec:
+                  kind: TableKind | None = None, split: OwnDataSplit | None = None,
+                  invariant_to: Sequence[str] = ()) -> TaskSpec:
     """The spec of the task in ``path`` (.csv, .tsv, .jsonl or .parquet, optionally .gz): ``modality``'s records in
     ``input_column`` (default: the first of its usual column names present) and ``targets`` to predict, of ``kind``
     (default: inferred from the values, see ``target_kind``), split 80/10/10 by ``split`` (default: the modality's,
-    scaffold for molecules). A problem with the file or the options is one ``DataError``/``ConfigError`` line."""
+    scaffold for molecules), its labels invariant to ``invariant_to`` (what augmentation and test-time averaging
+    may vary: DNA's ``reverse_complement``, ``shift``). A problem with the file or the options is one
+    ``DataError``/``ConfigError`` line."""
     path = Path(path)
     check_readable(path)
     delimiter = "\t" if file_kind(path) == ".tsv" else ","
@@ -151,14 +157,17 @@ def own_task_spec(path: Path, targets: Sequence[str], modality: Modality, input_
     if method == "scaffold" and modality.default_split != "scaffold":
         raise ConfigError(f"--split scaffold groups molecules by scaffold; {modality.name} records have none "
                           f"(use --split random)")
-    metric, extra_metrics = TASK_KINDS.get(kind).metrics  # the kind's headline metric and the further ones
     name = "-".join([Path(path.name.removesuffix(".gz")).stem, *targets])  # another target: another task and cell
-    return TaskSpec(name=name, benchmark=OWN_DATA, modality=modality.name,
-                    kind=kind, files={"all": str(path.resolve())}, delimiter=delimiter, input_columns=[column],
-                    label_columns=list(targets), label_values=classes, metric=metric,
-                    extra_metrics=list(extra_metrics),
-                    split=SplitSpec(method=method), evaluated_on=f"{method} test split (10%)", source=str(path),
-                    in_default_benchmark=False)
+    metric, extra_metrics = TASK_KINDS.get(kind).metrics  # the kind's headline metric and the further ones
+    try:
+        return TaskSpec(name=name, benchmark=OWN_DATA, modality=modality.name,
+                        kind=kind, files={"all": str(path.resolve())}, delimiter=delimiter, input_columns=[column],
+                        label_columns=list(targets), label_values=classes, metric=metric,
+                        extra_metrics=list(extra_metrics),
+                        split=SplitSpec(method=method), evaluated_on=f"{method} test split (10%)", source=str(path),
+                        in_default_benchmark=False, invariant_to=list(invariant_to))
+    except ValidationError as exc:  # what the options say (an invariance the modality does not know)
+        raise ConfigError(f"{path}: " + "; ".join(spec_errors(exc))) from None
 
 
 def describe_own_task(spec: TaskSpec) -> str:

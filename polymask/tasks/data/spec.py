@@ -152,9 +152,13 @@ def load_task_spec(key: str) -> TaskSpec:
     try:
         return TaskSpec.model_validate(yaml.safe_load(path.read_text()))
     except ValidationError as exc:
-        lines = [": ".join(filter(None, (".".join(map(str, e["loc"])), e["msg"].removeprefix("Value error, "))))
-                 for e in exc.errors()]
-        raise ConfigError(f"{path}: invalid task spec:\n  " + "\n  ".join(lines)) from None
+        raise ConfigError(f"{path}: invalid task spec:\n  " + "\n  ".join(spec_errors(exc))) from None
+
+
+def spec_errors(error: ValidationError) -> list[str]:
+    """One line per problem of a task spec: where it is and what is wrong, without pydantic's wording."""
+    return [": ".join(filter(None, (".".join(map(str, e["loc"])), e["msg"].removeprefix("Value error, "))))
+            for e in error.errors()]
 
 
 def task_names(benchmark: str | None = None, default_only: bool = False) -> list[str]:
