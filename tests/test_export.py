@@ -249,6 +249,10 @@ def test_one_binary_task_is_multi_label_classification_in_saved_models_and_expor
     assert model(ids, labels=torch.tensor([0])).loss == 0  # the one class there is: nothing to learn
     head = sequence_head(torch.zeros(1, 8), torch.zeros(1), "binary", ["p_np"], "mean", 0.0)
     assert head.config["problem_type"] == TASK_KINDS.get("binary").problem_type == "multi_label_classification"
+    binary = TASK_KINDS.get("binary")  # an export's label says which class its one sigmoid is the probability of
+    assert binary.output_names({"label_names": ["bound"], "class_names": ["unbound", "bound"]}) == ["bound=bound"]
+    assert binary.output_names({"label_names": ["y"], "class_names": ["no", "yes"]}) == ["y=yes"]
+    assert binary.output_names({"label_names": ["tox1", "tox2"], "class_names": ["0", "1"]}) == ["tox1", "tox2"]
 
 
 def test_remote_classes_of_a_native_export_refuse_a_foreign_esm_config():

@@ -39,6 +39,15 @@ class Binary(TableTaskKind):
         return torch.sigmoid(logits).cpu().numpy()
 
     @classmethod
+    def output_names(cls, task: dict[str, Any]) -> list[str]:
+        """Each output's label and the class its sigmoid is the probability of: ``p_np=1``, ``bound=yes``; several
+        tasks are 0/1 columns, each output the probability of its column's 1."""
+        labels = task["label_names"]
+        if len(labels) > 1:
+            return list(labels)
+        return [f"{labels[0]}={task['class_names'][-1]}"]
+
+    @classmethod
     def prediction_columns(cls, task: dict[str, Any], outputs: np.ndarray) -> dict[str, Any]:
         """Several tasks (Tox21, ToxCast, SIDER): ``prob_<task>``, the probability of the positive class, one per
         task; one task: ``prob_<class>`` of both classes and ``predicted_<label>``."""
