@@ -12,6 +12,7 @@ from sklearn.metrics import matthews_corrcoef
 
 import polymask
 from polymask.builtin_models import PACKAGE_DIR
+from polymask.checkpoints.pretrained import read_checkpoint
 from polymask.cli import main
 from polymask.model.encoder import Encoder
 from polymask.resources import builtin_dir
@@ -81,3 +82,16 @@ def test_its_export_is_checked_on_real_sequences_though_its_corpus_is_not_on_thi
     assert main(["export", "--checkpoint", NAMES[0], "--out", str(tmp_path / "hf")]) == 0
     card = (tmp_path / "hf" / "README.md").read_text()
     assert "on 8 real records" in card and "not checked" not in card
+    # transformers alone spells a sequence as polymask does: lower case, RNA's U, other IUPAC codes, spaces
+    from transformers import PreTrainedTokenizerFast
+
+    from polymask.data.records import normalize_record
+    from polymask.modalities import build_modality
+
+    checkpoint = read_checkpoint(NAMES[0])
+    modality = build_modality(checkpoint.run_config.modality)
+    exported = PreTrainedTokenizerFast(tokenizer_file=str(tmp_path / "hf" / "tokenizer.json"))
+    for raw in ("acgtTGCAagg", "ACGUUGCA", "ACRTYGKAMNN", "ACG TTG\nCAA"):
+        expected = checkpoint.tokenizer.encode(modality.tokenizer_input(normalize_record(modality, raw))).ids
+        assert exported(raw)["input_ids"] == expected, raw
+        assert checkpoint.tokenizer.token_to_id("[UNK]") not in expected

@@ -30,6 +30,7 @@ from polymask.export.esm_native import native_blockers
 from polymask.export.layout import ExportPlan, SequenceHead, native_plan, remote_plan
 from polymask.export.model_card import CardFacts, card_facts, model_card
 from polymask.export.samples import sample_batch
+from polymask.modalities import build_modality
 from polymask.model.encoder import Encoder
 from polymask.objectives import Objective
 from polymask.tokenization import SpecialIds, save_tokenizer, with_mask_taking_its_space
@@ -163,7 +164,8 @@ def export_checkpoint(path: Path, out: Path, overwrite: bool = False) -> ExportR
     checkpoint = read_checkpoint(path)
     objective = checkpoint.build_objective().eval()
     max_len = checkpoint.run_config.data.max_len
-    return write_export(out, objective.encoder, checkpoint.tokenizer, max_len, card_facts(checkpoint),
+    tokenizer = build_modality(checkpoint.run_config.modality).exported_tokenizer(checkpoint.tokenizer)
+    return write_export(out, objective.encoder, tokenizer, max_len, card_facts(checkpoint),
                         sample_batch(checkpoint, max_len), objective, overwrite=overwrite)
 
 

@@ -155,7 +155,9 @@ def model_card(facts: CardFacts, plan: ExportPlan, difference: float | None, che
         "Prepare each record as polymask did before tokenising (`Modality.normalize`, then "
         "`Modality.tokenizer_input`; the modality's options are listed above): the tokenizer alone does not "
         "validate or canonicalise (for example, SMILES were RDKit-canonicalised, DNA upper-cased with ambiguity "
-        "codes as N and, for overlapping k-mers, written as space-separated k-mers).", "",
+        "codes as N and, for overlapping k-mers, written as space-separated k-mers; a DNA export's tokenizer does "
+        "the spelling itself). polymask reads a longer record's first tokens: tokenise with `truncation=True` "
+        f"(at most {facts.max_len} tokens).", "",
     ]
     if masked_lm:
         loading = ("`pipeline(\"fill-mask\", model=path, trust_remote_code=True)`" if fill_remote

@@ -96,6 +96,11 @@ class Modality:
         """The string handed to the tokenizer for a normalised record."""
         return text
 
+    def exported_tokenizer(self, tokenizer: Tokenizer) -> Tokenizer:
+        """The tokenizer a Hugging Face export ships: polymask's own by default (records are prepared first, as
+        the model card says)."""
+        return tokenizer
+
     def first_window(self, text: str, max_len: int) -> str:
         """The start of a normalised record that a model of ``max_len`` tokens reads, with a little more so that
         the cut is still seen and counted: cut before tokenising (a chromosome in a FASTA) and before variants are

@@ -7,7 +7,7 @@ import re
 from typing import Collection, Iterable
 
 from pydantic import Field
-from tokenizers import Regex, Tokenizer, decoders, models, pre_tokenizers
+from tokenizers import Regex, Tokenizer, decoders, models, normalizers, pre_tokenizers
 
 from polymask.errors import InvalidRecord
 from polymask.modalities.base import Modality, ModalityConfig
@@ -81,6 +81,18 @@ class Dna(Modality):
         strands = [text, text.translate(COMPLEMENT)[::-1]] if "reverse_complement" in invariances else [text]
         frames = self.config.k if "shift" in invariances and not self.config.overlapping else 1
         return [strand[shift:] for strand in strands for shift in range(min(frames, len(strand)))]
+
+    def exported_tokenizer(self, tokenizer: Tokenizer) -> Tokenizer:
+        """A copy that spells a sequence as ``normalize`` does before it tokenises (upper case, U as T, other IUPAC
+        codes as N; whitespace removed unless the k-mers are written space-separated), so that transformers alone
+        reads ``acgu`` or ``ACRT`` as polymask does instead of as [UNK]."""
+        copy = Tokenizer.from_str(tokenizer.to_str())
+        steps = [normalizers.Replace(letter.lower(), letter) for letter in BASES + AMBIGUITY_CODES + "U"]
+        steps += [normalizers.Replace("U", "T"), normalizers.Replace(Regex(f"[{AMBIGUITY_CODES}]"), "N")]
+        if not self.config.overlapping:
+            steps.insert(0, normalizers.Replace(Regex(r"\s+"), ""))
+        copy.normalizer = normalizers.Sequence(steps)
+        return copy
 
     def first_window(self, text: str, max_len: int) -> str:
         """``max_len`` tokens' worth of bases: one more token than [CLS] ... [SEP] leaves room for."""
