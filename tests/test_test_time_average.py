@@ -6,6 +6,7 @@ import random
 
 import numpy as np
 import pytest
+import torch
 
 import polymask
 from polymask.checkpoints.finetuned import SaveTarget
@@ -166,8 +167,18 @@ def test_finetuning_scores_both_ways_and_the_saved_model_predicts_averaged(tmp_p
     assert np.allclose(averaged[0], each.mean(axis=0), atol=1e-6)
     assert not np.allclose(each[0], each.mean(axis=0))  # the variants do reach the prediction
     capsys.readouterr()  # the tiny run's collapse warning
-    code = main(["export", "--checkpoint", str(folder), "--out", str(tmp_path / "hf")])
-    one_line_error(capsys, code, "predictions averaged over reverse_complement, shift")
+    assert main(["export", "--checkpoint", str(folder), "--out", str(tmp_path / "hf")]) == 0  # the one-record head
+    assert "averages its predictions over reverse_complement, shift" in capsys.readouterr().out
+    card = (tmp_path / "hf" / "README.md").read_text()
+    assert "predicts the mean of its predictions over each record's variants under reverse_complement, shift" in card
+    from transformers import AutoModelForSequenceClassification, AutoTokenizer
+
+    exported = AutoModelForSequenceClassification.from_pretrained(tmp_path / "hf", trust_remote_code=True).eval()
+    tokens = AutoTokenizer.from_pretrained(tmp_path / "hf", trust_remote_code=True)(
+        modality.variants(sequence, spec.invariant_to), return_tensors="pt", padding=True)
+    with torch.no_grad():
+        probabilities = torch.softmax(exported(**tokens).logits, dim=-1).numpy()  # splice: 3 classes
+    assert np.allclose(probabilities, each, atol=1e-4)  # averaging these gives polymask's prediction
 
 
 @pytest.mark.integration

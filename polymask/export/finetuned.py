@@ -4,7 +4,8 @@
 The task kind maps the head (``TaskKind.exported_layer``, ``problem_type``, ``output_names``): regression heads come
 out in the targets' original units (the saved mean and std are folded into the layer); binary tasks as one sigmoid
 output per task, multiclass tasks as softmax over the classes. Kinds without a ``card_phrase`` (span, question
-answering) are not exported.
+answering) are not exported. A model that averages its predictions over a record's variants (test-time averaging) is
+exported with its single-prediction head; the card says how to average.
 """
 from __future__ import annotations
 
@@ -29,9 +30,8 @@ def export_finetuned(path: Path, out: Path, overwrite: bool = False) -> ExportRe
         raise PolymaskError(f"{path}: a {kind.name} model, which has no exported head; polymask export writes "
                             f"pretrained encoders and sequence-level models ({', '.join(exported)})")
     mlp_head = model.settings.head == "mlp"
-    if model.features is not None or model.averaged_over or mlp_head:
+    if model.features is not None or mlp_head:
         extras = [f"a head that also reads {'+'.join(model.features.names)} features"] if model.features else []
-        extras += [f"predictions averaged over {', '.join(model.averaged_over)}"] if model.averaged_over else []
         extras += ["an mlp head (a hidden layer before the output layer)"] if mlp_head else []
         raise PolymaskError(f"{path}: {' and '.join(extras)}, which a transformers sequence-classification model "
                             f"cannot reproduce; use polymask predict or polymask.load_model for this model")
@@ -47,6 +47,11 @@ def export_finetuned(path: Path, out: Path, overwrite: bool = False) -> ExportRe
         encoder=meta["encoder"]["config"], data=f"pretrained checkpoint `{pretrained.get('checkpoint')}`, "
         f"fine-tuned on {task['key']}", max_len=meta["max_len"], vocab_size=meta["encoder"]["vocab_size"],
         step=pretrained.get("step"), max_steps=None,
-        task={"key": task["key"], "metric": meta["metric"], "valid": meta["valid"], "seed": meta["seed"]})
-    return write_export(out, model.encoder, model.modality.exported_tokenizer(model.tokenizer), meta["max_len"], facts,
-                        batch, head=head, overwrite=overwrite)
+        task={"key": task["key"], "metric": meta["metric"], "valid": meta["valid"], "seed": meta["seed"],
+              "averaged_over": list(model.averaged_over)})
+    result = write_export(out, model.encoder, model.modality.exported_tokenizer(model.tokenizer), meta["max_len"],
+                          facts, batch, head=head, overwrite=overwrite)
+    if model.averaged_over:
+        result.notes.append(f"the head predicts one record at a time; polymask's model averages its predictions over "
+                            f"{', '.join(model.averaged_over)} (the model card says how)")
+    return result

@@ -167,6 +167,14 @@ def model_card(facts: CardFacts, plan: ExportPlan, difference: float | None, che
         lines += ["No masked-LM head is exported for this objective: use `AutoModel`.", ""]
     if head is not None:
         lines += [_head_text(head), ""]
+    averaged = (facts.task or {}).get("averaged_over")
+    if averaged:
+        lines += [f"The head predicts one record at a time. polymask's fine-tuned model predicts the mean of its "
+                  f"predictions over each record's variants under {', '.join(averaged)} (`Modality.variants` of "
+                  "the record cut to the window the model reads: for DNA both strands, the reverse complement, and "
+                  "each k-mer reading frame, the record without its first 0 to k-1 bases; for SMILES other atom "
+                  "orders): average the probabilities over those inputs to reproduce `polymask predict`. The "
+                  "validation score above is of single predictions.", ""]
     lines += [
         "## How it was made", "",
         f"`polymask export` from the checkpoint `{facts.source}`. The weights are polymask's, in float32 "
