@@ -35,3 +35,14 @@ def test_an_output_folder_without_models_says_why(tmp_path):
     (tmp_path / "cells").mkdir()
     with pytest.raises(CheckpointError, match="no-save-models"):
         resolve_finetuned(tmp_path)
+
+
+def test_a_built_in_encoder_s_name_is_not_a_fine_tuned_model_and_says_what_to_do(tmp_path, monkeypatch):
+    from polymask.checkpoints.finetuned import read_finetuned
+
+    monkeypatch.chdir(tmp_path)  # no folder of that name here
+    with pytest.raises(CheckpointError, match="dna-gue-3mer-mlm-196k is a built-in pretrained encoder, not a "
+                                              "fine-tuned model: fine-tune it first"):
+        read_finetuned(Path("dna-gue-3mer-mlm-196k"))
+    with pytest.raises(CheckpointError, match="fine-tuned model not found: no-such-model"):
+        read_finetuned(Path("no-such-model"))

@@ -23,6 +23,7 @@ from safetensors.torch import load_file
 from tokenizers import Tokenizer
 
 from polymask import jsonio
+from polymask.builtin_models import builtin_folders
 from polymask.checkpoints.atomic import staged_folder
 from polymask.checkpoints.pretrained import FINETUNED_META, verify_checkpoint, write_manifest
 from polymask.errors import CheckpointError
@@ -81,6 +82,11 @@ def read_finetuned(folder: Path) -> tuple[dict[str, Any], dict[str, torch.Tensor
     folder = resolve_finetuned(folder)
     if not is_finetuned(folder):
         if not folder.exists():
+            builtin = builtin_folders().get(str(folder))
+            if builtin is not None:
+                raise CheckpointError(f"{folder} is a built-in pretrained encoder, not a fine-tuned model: fine-tune "
+                                      f"it first (polymask finetune --checkpoint {folder}) or embed with it "
+                                      f"(polymask embed --checkpoint {folder})")
             raise CheckpointError(f"fine-tuned model not found: {folder}")
         raise CheckpointError(f"{folder} is not a fine-tuned model folder (no {FINETUNED_META}); a pretraining run or "
                               f"checkpoint, or a Hugging Face folder, is fine-tuned first (polymask finetune) or "
