@@ -97,6 +97,7 @@ def test_text_classes_and_explicit_kinds(values, kind, expected):
     ({"y": ["-0.66", "?", "1.2", "0.5"]}, None, r"column 'y' mixes numbers and text \(\?\)"),  # a stray cell
     ({"y": ["1.5", ">10", "2.3", "4.1"]}, None, "mixes numbers and text"),  # a censored value
     ({"y": ["0.0", "1", "0", "2"]}, "multiclass", r"column 'y': one class is written two ways \(0, 0\.0\)"),
+    ({"id": [f"mol-{i}" for i in range(40)]}, None, "column 'id' holds 40 different texts in 40 rows: an identifier"),
 ])
 def test_an_impossible_kind_is_one_clear_error(values, kind, words):
     with pytest.raises(ConfigError, match=words):

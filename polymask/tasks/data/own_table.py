@@ -92,6 +92,11 @@ def target_kind(values: Mapping[str, Sequence[str]],
             raise ConfigError(f"target columns {list(values)} hold {len(distinct)} text classes; several targets need "
                               f"numbers, or two classes in all")
         kind = "binary" if zero_one or len(distinct) == 2 else "regression" if numeric else "multiclass"
+        rows = len(next(iter(columns.values())))
+        if kind == "multiclass" and len(distinct) > max(rows / 2, 10):  # an id or free text, not classes
+            raise ConfigError(f"column '{next(iter(values))}' holds {len(distinct)} different texts in {rows} rows: "
+                              f"an identifier or free text, not classes to predict; name another --target, or give "
+                              f"--kind multiclass if they are classes")
     if kind == "regression":
         if not numeric:
             name = next(name for name, text in texts.items() if text)
