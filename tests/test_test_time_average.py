@@ -166,7 +166,12 @@ def test_finetuning_scores_both_ways_and_the_saved_model_predicts_averaged(tmp_p
     each = model.predict(modality.variants(sequence, spec.invariant_to)).filter(like="prob_").to_numpy()
     assert np.allclose(averaged[0], each.mean(axis=0), atol=1e-6)
     assert not np.allclose(each[0], each.mean(axis=0))  # the variants do reach the prediction
+    (tmp_path / "new.csv").write_text(f"sequence\n{sequence}\n")
     capsys.readouterr()  # the tiny run's collapse warning
+    assert main(["predict", "--model", str(folder), "--data", str(tmp_path / "new.csv"), "--out",
+                 str(tmp_path / "predicted.csv"), "--quiet"]) == 0
+    assert "each prediction is the mean over the record's variants under reverse_complement, shift" in \
+        capsys.readouterr().out
     assert main(["export", "--checkpoint", str(folder), "--out", str(tmp_path / "hf")]) == 0  # the one-record head
     assert "averages its predictions over reverse_complement, shift" in capsys.readouterr().out
     card = (tmp_path / "hf" / "README.md").read_text()

@@ -72,8 +72,15 @@ def cmd_predict(args: argparse.Namespace) -> int:
     cut = applied.cut or f"truncated to {model.max_len} tokens"
     print(f"polymask predict: {len(table.inputs)} rows: {applied.predicted} predicted, {applied.rejected} rejected "
           f"(see the reason column), {applied.truncated} {cut}, {applied.unknown} with tokens outside the "
-          f"vocabulary -> {args.out}")
+          f"vocabulary{_averaged_note(model)} -> {args.out}")
     return 0
+
+
+def _averaged_note(model: Any) -> str:
+    """How a model that averages over each record's variants predicted (as it was chosen at fine-tuning)."""
+    if not model.averaged_over:
+        return ""
+    return f"; each prediction is the mean over the record's variants under {', '.join(model.averaged_over)}"
 
 
 def _embedder(folder: Path, device: str, modality: str | None) -> Any:
