@@ -120,8 +120,9 @@ def inner_progress_bar(**kwargs: Any) -> tqdm:
     return progress_bar(disable=not _INNER_PROGRESS.get(), leave=False, **kwargs)
 
 
-def machine() -> dict[str, Any]:
-    """The device (GPU name, else the CPU model), torch threads, torch and Python versions, for result files."""
+def machine(device: torch.device | None = None) -> dict[str, Any]:
+    """The device (GPU name, else the CPU model; or those of ``device``), torch threads, torch and Python versions,
+    for result files."""
     cpu = platform.processor() or platform.machine()
     try:
         for line in Path("/proc/cpuinfo").read_text().splitlines():
@@ -130,6 +131,7 @@ def machine() -> dict[str, Any]:
                 break
     except OSError:
         pass
-    device = torch.cuda.get_device_name() if torch.cuda.is_available() else f"CPU: {cpu}"
-    return {"device": device, "threads": torch.get_num_threads(), "torch": torch.__version__,
+    on_gpu = torch.cuda.is_available() if device is None else device.type == "cuda"
+    name = torch.cuda.get_device_name(device) if on_gpu else f"CPU: {cpu}"
+    return {"device": name, "threads": torch.get_num_threads(), "torch": torch.__version__,
             "python": platform.python_version()}

@@ -216,3 +216,34 @@ def test_a_second_compare_on_a_busy_out_folder_stops_in_one_line(tmp_path):
             run_compare("smiles", ["mlm"], parse_budget("2-steps"), out, {"model": {"preset": "tiny"}}, [0], 1,
                         ["moleculenet/esol"], {})
     assert not (out / "pretrain").exists()
+
+
+def test_compare_tasks_are_named_once_and_only_for_a_modality_with_a_benchmark():
+    from polymask.compare.run import compare_tasks
+
+    assert compare_tasks("dna", ["tf_0", "dna/tf_0"]) == {"dna": ["dna/tf_0"]}  # one cell per seed, not two
+    with pytest.raises(ConfigError, match="--tasks: no built-in benchmark takes protein records"):
+        compare_tasks("protein", ["tf_0"])
+
+
+def test_a_run_that_diverged_before_its_first_checkpoint_says_so(tmp_path):
+    from polymask.compare.pretrain import pretrain
+    from polymask.errors import OutputError
+
+    run_dir = _finished_run(tmp_path, status="diverged", step=3)
+    (run_dir / "checkpoints" / "latest.json").unlink()
+    summary = json.loads((run_dir / "summary.json").read_text())
+    (run_dir / "summary.json").write_text(json.dumps({**summary, "checkpoint_step": None}))
+    with pytest.raises(OutputError, match="diverged before its first checkpoint: nothing to benchmark"):
+        pretrain(_base(), "mlm", 0, parse_budget("8-steps"), tmp_path)
+
+
+def test_an_interrupted_time_budget_resumes_only_on_the_device_it_started_on(tmp_path):
+    from polymask.compare.pretrain import pretrain
+    from polymask.errors import OutputError
+
+    run_dir = _finished_run(tmp_path, status="interrupted", step=4, pointer_step=4)
+    (run_dir / "plan.json").write_text(json.dumps({"budget": "time", "amount": 8.0, "max_steps": 40,
+                                                   "device": "NVIDIA H200"}))
+    with pytest.raises(OutputError, match="started its time budget on NVIDIA H200; finishing it on "):
+        pretrain(_base(), "mlm", 0, parse_budget("8s"), tmp_path)

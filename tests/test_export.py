@@ -228,6 +228,7 @@ def test_a_fine_tuned_model_folder_exports_for_sequence_classification(tiny_smil
     assert "fine-tuned on | moleculenet/esol" in card
     assert "task head: a regression head, in the targets' original units (1 output: `measured log solubility" in card
     assert "for this objective" not in card and "1 outputs" not in card
+    assert "polymask refuses a record longer than" in card and "truncation=True" not in card  # SMILES are never cut
 
 
 def test_one_binary_task_is_multi_label_classification_in_saved_models_and_exports():

@@ -82,6 +82,7 @@ def test_its_export_is_checked_on_real_sequences_though_its_corpus_is_not_on_thi
     assert main(["export", "--checkpoint", NAMES[0], "--out", str(tmp_path / "hf")]) == 0
     card = (tmp_path / "hf" / "README.md").read_text()
     assert "on 8 real records" in card and "not checked" not in card
+    assert "This tokenizer spells a sequence as polymask does" in card and "with `truncation=True`" in card
     # transformers alone spells a sequence as polymask does: lower case, RNA's U, other IUPAC codes, spaces
     from transformers import PreTrainedTokenizerFast
 

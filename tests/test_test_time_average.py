@@ -41,24 +41,28 @@ def test_dna_variants_are_the_strands_and_frames_the_label_allows():
 
 def test_a_long_record_is_cut_to_the_window_a_model_reads_before_its_strands_are_made():
     """A record longer than max_len is read from its start on both strands (not the other strand's start, the
-    record's end), and a chromosome is cut before it is tokenised; the cut is still counted."""
-    from polymask.data.model_inputs import encode_records
-    from polymask.tasks.finetune.tables import first_windows
+    record's end), and a chromosome is cut before it is tokenised; the cut is counted. A run with a tokenizer file
+    of its own (tokens of any length) is not cut by k-mer arithmetic."""
+    from polymask.data.model_inputs import encode_records, tokenize_normalised
     from polymask.tasks.data.loading import TaskSplit
+    from polymask.tasks.finetune.tables import first_windows
 
     k3, overlapping = Dna(DnaConfig(k=3)), Dna(DnaConfig(k=3, overlapping=True))
     head, tail = "ACGTTG" * 100, "GGGCCC" * 1000
-    assert k3.first_window(head + tail, 100) == (head + tail)[:300] and k3.first_window(SEQUENCE, 100) == SEQUENCE
-    assert overlapping.first_window(head + tail, 100) == (head + tail)[:102]
+    assert k3.first_window(head + tail, 100) == head[:294] and k3.first_window(SEQUENCE, 100) == SEQUENCE  # 98 3-mers
+    assert overlapping.first_window(head + tail, 100) == head[:100]  # 98 overlapping 3-mers
+    assert Dna(DnaConfig(k=3, tokenizer="dna-3mer")).first_window(head + tail, 100) == head + tail
     tokenizer = k3.build_tokenizer()
     encoded = encode_records([(head + tail * 1000,), (SEQUENCE,)], [None, None], k3, tokenizer, 100)
-    assert [len(parts[0]) for parts in encoded.records] == [300, len(SEQUENCE)] and encoded.truncated == 1
-    assert len(encoded.ids[0]) == 100
+    assert [len(parts[0]) for parts in encoded.records] == [294, len(SEQUENCE)] and encoded.truncated == 1
+    whole = tokenizer.encode(k3.tokenizer_input(head + tail)).ids
+    assert encoded.ids[0] == whole[:99] + whole[-1:]  # the tokens a cut after tokenising keeps: [CLS] 98 [SEP]
     variants = expand_variants(encoded.records, k3, ["reverse_complement"])
     reverse = variants.inputs[1][0].translate(str.maketrans("ACGT", "TGCA"))[::-1]
-    assert reverse == variants.inputs[0][0] == head[:300]  # both strands read the record's first 300 bases
+    assert reverse == variants.inputs[0][0] == head[:294]  # both strands read the record's first 294 bases
+    assert tokenize_normalised([(head + tail,), (SEQUENCE,)], k3, tokenizer, 100)[1] == [True, False]
     split = first_windows(TaskSplit([(head + tail,), (SEQUENCE,)], np.zeros((2, 1))), k3, 100)
-    assert [parts[0] for parts in split.inputs] == [head[:300], SEQUENCE]
+    assert [parts[0] for parts in split.inputs] == [head[:294], SEQUENCE]
 
 
 def test_a_spec_naming_an_invariance_its_modality_does_not_know_is_refused(tmp_path):

@@ -79,7 +79,8 @@ def add_commands(sub: argparse._SubParsersAction) -> None:
                         help="pretraining config override (repeatable; default: none)")
     parser.add_argument("--seeds", type=int, nargs="+", default=[0], help="pretraining seeds")
     parser.add_argument("--benchmark-seeds", type=int, default=3, help="fine-tuning seeds per task")
-    parser.add_argument("--tasks", nargs="+", help="task keys (default: each benchmark's default set)")
+    parser.add_argument("--tasks", nargs="+", help="tasks, as dna/tf_0 or tf_0, or all (default: each benchmark's "
+                                                   "default set)")
     parser.add_argument("--no-references", action="store_true",
                         help="leave out the untrained encoder and the classical baselines (the verdicts compare "
                              "objectives only; polymask benchmark gives those rows)")

@@ -12,9 +12,9 @@ import torch
 
 from polymask.compare.budget import Budget, measure_step_seconds, steps_for
 from polymask.config import RunConfig, build_run_config, merge
-from polymask.errors import ConfigError, OutputError, TrainingDiverged
+from polymask.errors import ConfigError, OutputError, TrainingDiverged, one_line
 from polymask.jsonio import make_dir, write_json
-from polymask.runtime import machine
+from polymask.runtime import machine, resolve_device
 from polymask.training.run_folder import held_run
 from polymask.training.trainer import Trainer, train
 
@@ -98,7 +98,7 @@ def _settings_differ(plan: dict[str, Any], config: RunConfig) -> str | None:
     try:
         then = _flat(_settings(build_run_config({**kept, "out": str(config.out)})))
     except ConfigError as exc:
-        return f"settings this polymask no longer reads ({exc})"
+        return f"settings this polymask no longer reads: {one_line(exc)}"
     now = _flat(_settings(config))
     changed = sorted(key for key in then.keys() | now.keys() if then.get(key) != now.get(key))
     shown = ", ".join(f"{key}: then {then.get(key)!r}, now {now.get(key)!r}" for key in changed[:3])
@@ -123,7 +123,10 @@ def _finished(run_dir: Path, summary: dict[str, Any]) -> bool:
         return False
     pointer = run_dir / "checkpoints" / "latest.json"
     saved = _read_state(pointer).get("step") if pointer.is_file() else None
-    if saved != summary.get("checkpoint_step"):
+    if saved is None and summary.get("status") == "diverged":
+        raise OutputError(f"{run_dir} diverged before its first checkpoint: nothing to benchmark; pretrain it again "
+                          f"with a lower learning rate (--set train.lr=...) in another --out")
+    if "checkpoint_step" in summary and saved != summary["checkpoint_step"]:  # older summaries do not say
         raise OutputError(f"{run_dir}: its summary ends at the checkpoint of step {summary.get('checkpoint_step')}, "
                           f"but checkpoints/latest.json points at step {saved}; restore that checkpoint, or remove "
                           f"{run_dir} to pretrain again")
@@ -138,7 +141,7 @@ def pretrain(base: dict[str, Any], objective: str, seed: int, budget: Budget, ou
     run_dir = out / "pretrain" / f"{objective}-seed{seed}"
     plan_file = run_dir / "plan.json"
     config = run_config(base, objective, seed, run_dir)
-    device = machine()["device"]
+    device = machine(resolve_device(config.train.device))["device"]
     if plan_file.is_file():
         plan = _read_state(plan_file)
         differs = _settings_differ(plan, config)

@@ -234,8 +234,8 @@ def write_compare_report(out: Path, modality: str, budget: Budget, runs: list[di
         lines.append(f"| {Path(run['run_dir']).name} | {run['objective']} | {_steps(run)} | {run['tokens']:,} | "
                      f"{run['train_time_s']} | {run.get('device', '–')}, {run.get('precision', '–')} | "
                      f"{_load(run.get('plan') or {})} | {run['tokens_per_s']:,.0f} | "
-                     f"{run['final_val_loss']:.4f} | "
-                     f"{run['final_val_accuracy']:.3f} | {_optional(run.get('unigram_accuracy'), '.3f')} | "
+                     f"{_optional(run.get('final_val_loss'), '.4f')} | "
+                     f"{_optional(run.get('final_val_accuracy'), '.3f')} | {_optional(run.get('unigram_accuracy'), '.3f')} | "
                      f"{_optional(run.get('final_val_rank'), 'd')} | {_optional(run.get('collapsed'), '')} |")
     lines += ["", "Validation losses are each objective's own loss (MLM cross-entropy, MAE-LM's decoder "
               "cross-entropy, ExLM's DAG loss per target) and are not comparable across objectives; the "

@@ -73,6 +73,8 @@ def compare_tasks(modality: str, tasks: list[str] | None) -> dict[str, list[str]
     """Task keys per benchmark of ``modality``: its default sets, every task (``all``), or the ``tasks`` named,
     with their benchmark (``dna/tf_0``) or without it where one benchmark has that name (``tf_0``)."""
     benchmarks = benchmarks_for(modality)
+    if tasks and not benchmarks:
+        raise ConfigError(f"--tasks: no built-in benchmark takes {modality} records")
     if not tasks or tasks == ["all"]:
         return {benchmark: task_names(benchmark, default_only=not tasks) for benchmark in benchmarks}
     chosen: dict[str, list[str]] = {benchmark: [] for benchmark in benchmarks}
@@ -83,7 +85,7 @@ def compare_tasks(modality: str, tasks: list[str] | None) -> dict[str, list[str]
             where = "none of" if not owners or owners[0] not in chosen else "more than one of"
             raise ConfigError(f"task '{name}' is in {where} the {modality} benchmarks ({', '.join(benchmarks)}); "
                               f"name it as <benchmark>/<task>, e.g. {benchmarks[0]}/{task_names(benchmarks[0])[0].split('/')[1]}")
-        chosen[owners[0]] += benchmark_tasks(owners[0], [name])
+        chosen[owners[0]] += [key for key in benchmark_tasks(owners[0], [name]) if key not in chosen[owners[0]]]
     return chosen
 
 

@@ -86,11 +86,14 @@ def encode_records(inputs: Sequence[Inputs], reasons: Sequence[str | None], moda
     reasons = list(reasons)
     prepared: list[tuple[str, ...] | None] = []
     records: list[tuple[str, ...] | None] = []
+    windowed = [False] * len(inputs)
     for index, parts in enumerate(inputs):
         try:
             if parts is None:
                 raise InvalidRecord(reasons[index] or "no value")
-            records.append(tuple(modality.first_window(normalize_record(modality, part), max_len) for part in parts))
+            normalised = tuple(normalize_record(modality, part) for part in parts)
+            records.append(tuple(modality.first_window(part, max_len) for part in normalised))
+            windowed[index] = records[-1] != normalised
             prepared.append(tuple(modality.tokenizer_input(part) for part in records[-1]))
         except InvalidRecord as exc:
             records.append(None)
@@ -108,6 +111,8 @@ def encode_records(inputs: Sequence[Inputs], reasons: Sequence[str | None], moda
                 continue
             ids = cut_to_max_len(ids, max_len, specials.sep)
             encoded.truncated += 1
+        elif windowed[index]:
+            encoded.truncated += 1
         encoded.unknown += specials.unk in ids
         encoded.ids[index] = ids
     return encoded
@@ -116,13 +121,16 @@ def encode_records(inputs: Sequence[Inputs], reasons: Sequence[str | None], moda
 def tokenize_normalised(inputs: Sequence[tuple[str, ...]], modality: Modality, tokenizer: Tokenizer,
                         max_len: int) -> tuple[list[list[int]], list[bool]]:
     """Token ids of records already normalised (a task's splits, their augmented or test-time variants), as
-    fine-tuning reads them: [CLS] a [SEP] or [CLS] a [SEP] b [SEP], cut to ``max_len``; and which were cut.
-    Never normalised again: a randomised SMILES stays the atom order it was drawn in."""
+    fine-tuning reads them: [CLS] a [SEP] or [CLS] a [SEP] b [SEP], cut to ``max_len`` (the record first cut to
+    ``Modality.first_window``); and which were cut. Never normalised again: a randomised SMILES stays the atom
+    order it was drawn in."""
     sep = SpecialIds.of(tokenizer).sep
-    prepared = [tuple(modality.tokenizer_input(text) for text in parts) for parts in inputs]
+    windows = [tuple(modality.first_window(text, max_len) for text in parts) for parts in inputs]
+    prepared = [tuple(modality.tokenizer_input(text) for text in parts) for parts in windows]
     encodings = tokenizer.encode_batch([parts if len(parts) == 2 else parts[0] for parts in prepared])
     ids = [encoding.ids for encoding in encodings]
-    return [cut_to_max_len(row, max_len, sep) for row in ids], [len(row) > max_len for row in ids]
+    cut = [len(row) > max_len or window != parts for row, window, parts in zip(ids, windows, inputs)]
+    return [cut_to_max_len(row, max_len, sep) for row in ids], cut
 
 
 def run_batched(sequences: Sequence[list[int]], forward: Callable[[Batch, np.ndarray], np.ndarray], width: int,

@@ -8,6 +8,7 @@ from typing import Any
 
 from polymask.checkpoints.pretrained import LoadedCheckpoint
 from polymask.export.layout import ExportPlan, SequenceHead
+from polymask.modalities import build_modality
 from polymask.objectives import OBJECTIVES
 
 
@@ -27,6 +28,7 @@ class CardFacts:
     validation: dict[str, Any] = field(default_factory=dict)  # val_loss / val_accuracy at the checkpoint's step
     records: int | None = None
     task: dict[str, Any] | None = None  # a fine-tuned model's task: key, metric, validation scores, seed
+    record_advice: str = ""  # the modality's word on preparing records (``Modality.export_record_advice``)
 
 
 def _run_dir(folder: Path) -> Path | None:
@@ -64,7 +66,8 @@ def card_facts(checkpoint: LoadedCheckpoint) -> CardFacts:
         data=", ".join(f"`{path.name}`" for path in paths) if paths else
         f"the built-in {config.modality.name} corpus of polymask (polymask/corpora/)",
         max_len=config.data.max_len, vocab_size=checkpoint.vocab_size, step=step,
-        max_steps=config.train.max_steps, validation=_validation_at(run_dir, step), records=summary.get("records"))
+        max_steps=config.train.max_steps, validation=_validation_at(run_dir, step), records=summary.get("records"),
+        record_advice=build_modality(config.modality).export_record_advice(config.data.max_len))
 
 
 def _options(config: dict[str, Any]) -> str:
@@ -155,9 +158,7 @@ def model_card(facts: CardFacts, plan: ExportPlan, difference: float | None, che
         "Prepare each record as polymask did before tokenising (`Modality.normalize`, then "
         "`Modality.tokenizer_input`; the modality's options are listed above): the tokenizer alone does not "
         "validate or canonicalise (for example, SMILES were RDKit-canonicalised, DNA upper-cased with ambiguity "
-        "codes as N and, for overlapping k-mers, written as space-separated k-mers; a DNA export's tokenizer does "
-        "the spelling itself). polymask reads a longer record's first tokens: tokenise with `truncation=True` "
-        f"(at most {facts.max_len} tokens).", "",
+        "codes as N and, for overlapping k-mers, written as space-separated k-mers). " + facts.record_advice, "",
     ]
     if masked_lm:
         loading = ("`pipeline(\"fill-mask\", model=path, trust_remote_code=True)`" if fill_remote

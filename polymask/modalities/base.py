@@ -101,10 +101,24 @@ class Modality:
         the model card says)."""
         return tokenizer
 
+    def exported_tokenizer_note(self) -> str:
+        """What a model card tells a transformers user about preparing records for ``exported_tokenizer``'s
+        tokenizer ("" when the general advice holds)."""
+        return ""
+
+    def export_record_advice(self, max_len: int) -> str:
+        """A model card's word on records: ``exported_tokenizer_note`` and what polymask does with a record longer
+        than ``max_len`` tokens."""
+        longer = (f"polymask refuses a record longer than {max_len} tokens (it never cuts one)."
+                  if self.overflow == "skip" else
+                  f"polymask reads a longer record's first {max_len} tokens: tokenise with `truncation=True`.")
+        return " ".join(filter(None, (self.exported_tokenizer_note(), longer)))
+
     def first_window(self, text: str, max_len: int) -> str:
-        """The start of a normalised record that a model of ``max_len`` tokens reads, with a little more so that
-        the cut is still seen and counted: cut before tokenising (a chromosome in a FASTA) and before variants are
-        made (a reverse strand reads the bases the forward one does). The whole record by default."""
+        """The start of a normalised record that a model of ``max_len`` tokens reads ([CLS] ... [SEP]): cut before
+        tokenising (a chromosome in a FASTA) and before variants are made (a reverse strand then reads the bases
+        the forward one does). The whole record by default (a learned vocabulary: how many characters a token
+        spans is not fixed)."""
         return text
 
     def build_tokenizer(self, texts: Iterable[str], vocab_size: int | None = None) -> Tokenizer:

@@ -82,22 +82,38 @@ class Dna(Modality):
         frames = self.config.k if "shift" in invariances and not self.config.overlapping else 1
         return [strand[shift:] for strand in strands for shift in range(min(frames, len(strand)))]
 
+    @property
+    def _own_kmers(self) -> bool:
+        """Whether records are read by polymask's non-overlapping k-mer tokenizer (not a tokenizer file of the run's
+        own, whose tokens may span any number of bases)."""
+        return self.config.tokenizer is None and not self.config.overlapping
+
     def exported_tokenizer(self, tokenizer: Tokenizer) -> Tokenizer:
-        """A copy that spells a sequence as ``normalize`` does before it tokenises (upper case, U as T, other IUPAC
-        codes as N; whitespace removed unless the k-mers are written space-separated), so that transformers alone
-        reads ``acgu`` or ``ACRT`` as polymask does instead of as [UNK]."""
+        """For polymask's non-overlapping k-mers, a copy that spells a sequence as ``normalize`` does before it
+        tokenises (whitespace removed, upper case, U as T, other IUPAC codes as N), so that transformers alone reads
+        ``acgu`` or ``ACRT`` as polymask does instead of as [UNK]. Overlapping k-mers are written space-separated
+        by the user (a tokenizer cannot make them), as the model card says."""
+        if not self._own_kmers:
+            return tokenizer
         copy = Tokenizer.from_str(tokenizer.to_str())
-        steps = [normalizers.Replace(letter.lower(), letter) for letter in BASES + AMBIGUITY_CODES + "U"]
+        steps = [normalizers.Replace(Regex(r"\s+"), "")]
+        steps += [normalizers.Replace(letter.lower(), letter) for letter in BASES + AMBIGUITY_CODES + "U"]
         steps += [normalizers.Replace("U", "T"), normalizers.Replace(Regex(f"[{AMBIGUITY_CODES}]"), "N")]
-        if not self.config.overlapping:
-            steps.insert(0, normalizers.Replace(Regex(r"\s+"), ""))
         copy.normalizer = normalizers.Sequence(steps)
         return copy
 
+    def exported_tokenizer_note(self) -> str:
+        if self._own_kmers:
+            return "This tokenizer spells a sequence as polymask does (upper case, U as T, other IUPAC codes as N)."
+        return ("Write a sequence as polymask does first: upper case, U as T, other IUPAC codes as N"
+                + (", as space-separated overlapping k-mers." if self.config.overlapping else "."))
+
     def first_window(self, text: str, max_len: int) -> str:
-        """``max_len`` tokens' worth of bases: one more token than [CLS] ... [SEP] leaves room for."""
-        k = self.config.k
-        return text[:max_len + k - 1] if self.config.overlapping else text[:max_len * k]
+        """The bases ``max_len - 2`` k-mers hold (k-mers of polymask's own tokenizer; the whole record else)."""
+        if self.config.tokenizer is not None:
+            return text
+        k, tokens = self.config.k, max(max_len - 2, 1)
+        return text[:tokens + k - 1] if self.config.overlapping else text[:tokens * k]
 
     def tokenizer_input(self, text: str) -> str:
         if not self.config.overlapping:

@@ -92,14 +92,16 @@ def run_finetune(checkpoint: Path, task: str | TaskSpec | None, data: Path | Non
 
 def finetune(checkpoint: str | Path, task: str | Path | TaskSpec | None = None, *, data: str | Path | None = None,
              target: str | Sequence[str] | None = None, input_column: str | None = None, kind: TableKind | None = None,
-             split: OwnDataSplit | None = None, invariant_to: Sequence[str] = (), seeds: int | Sequence[int] = (0,), out: str | Path | None = None,
-             data_dir: str | Path | None = None, progress: bool = False, **settings: Any) -> Path:
+             split: OwnDataSplit | None = None, invariant_to: str | Sequence[str] = (),
+             seeds: int | Sequence[int] = (0,), out: str | Path | None = None, data_dir: str | Path | None = None,
+             progress: bool = False, **settings: Any) -> Path:
     """Fine-tune ``checkpoint`` (a run or checkpoint folder, or a built-in model's name) on a built-in ``task``
     (``moleculenet/bbbp``, or a task YAML) or on the ``target`` column(s) of your own table ``data`` (.csv, .tsv,
     .jsonl, .parquet; kind inferred from the targets unless given, split 80/10/10: scaffold for SMILES, random
-    otherwise), as ``polymask finetune`` does; ``seeds``: a count or the seeds. Returns the saved model of the first
-    seed, which ``polymask.load_model`` opens; the report is ``<out>/results.md``. (A Hugging Face folder keeps no
-    fine-tuned model: benchmark it with ``polymask.benchmark``.)"""
+    otherwise; ``invariant_to``: what its labels do not change under, e.g. ``["reverse_complement", "shift"]`` for
+    strand-free DNA windows), as ``polymask finetune`` does; ``seeds``: a count or the seeds. Returns the saved model
+    of the first seed, which ``polymask.load_model`` opens; the report is ``<out>/results.md``. (A Hugging Face folder
+    keeps no fine-tuned model: benchmark it with ``polymask.benchmark``.)"""
     if settings.get("save_model") is False:
         raise ConfigError("polymask.finetune returns the saved model; save_model must stay true")
     path = checkpoint_path(str(checkpoint))
@@ -107,10 +109,11 @@ def finetune(checkpoint: str | Path, task: str | Path | TaskSpec | None = None, 
         raise ConfigError(f"{path} is a Hugging Face folder, which keeps no fine-tuned model for polymask.finetune to "
                           f"return; compare it with polymask.benchmark (or polymask finetune for the report)")
     targets = [target] if isinstance(target, str) else list(target or [])
+    invariances = [invariant_to] if isinstance(invariant_to, str) else list(invariant_to)
     _, model = run_finetune(path, str(task) if isinstance(task, Path) else task,
                             Path(data) if data is not None else None, targets, settings, seeds,
                             Path(out) if out is not None else None, Path(data_dir) if data_dir else None, progress,
-                            input_column, kind, split, invariant_to)
+                            input_column, kind, split, invariances)
     return model
 
 

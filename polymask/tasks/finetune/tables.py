@@ -50,8 +50,8 @@ class EncodedSplit:
 def first_windows(split: TaskSplit, modality: Modality, max_len: int) -> TaskSplit:
     """The split with each input cut to what the model reads (``Modality.first_window``), so that augmentation and
     test-time variants are made of the same bases."""
-    return TaskSplit([tuple(modality.first_window(part, max_len) for part in parts) for parts in split.inputs],
-                     split.labels)
+    return replace(split, inputs=[tuple(modality.first_window(part, max_len) for part in parts)
+                                  for parts in split.inputs])
 
 
 def encode_split(split: TaskSplit, modality: Modality, tokenizer: Tokenizer, max_len: int) -> EncodedSplit:
@@ -116,13 +116,13 @@ def finetune(task: TaskData, encoder: Encoder, tokenizer: Tokenizer, modality: M
     pad = SpecialIds.of(tokenizer).pad
     # capped validation and test subsets are the same for every system and seed
     capped = with_caps(task, seed, config.max_train_examples, config.max_valid_examples, config.max_test_examples)
-    train_split, valid_split, test_split = (first_windows(split, modality, config.max_len)
-                                            for split in (capped.train, capped.valid, capped.test))
+    train_split, valid_split, test_split = capped.train, capped.valid, capped.test
     features = extra_features(config, modality, train_split)
     train, valid, test = (with_features(encode_split(split, modality, tokenizer, config.max_len), split.inputs, features)
                           for split in (train_split, valid_split, test_split))
     invariances = modality.invariances(spec.invariant_to)
-    epoch_data = (augmented_epochs(train_split, modality, tokenizer, config.max_len, seed, invariances)
+    epoch_data = (augmented_epochs(first_windows(train_split, modality, config.max_len), modality, tokenizer,
+                                   config.max_len, seed, invariances)
                   if config.augment else lambda epoch: train)
     head = spec.task_kind(train.labels)  # the kind's loss and prediction rule, fitted to the training labels
     model = spec.task_kind.network(encoder, task.n_outputs, config.pooling, config.dropout,
@@ -150,7 +150,8 @@ def finetune(task: TaskData, encoder: Encoder, tokenizer: Tokenizer, modality: M
 
     def averaged(split: TaskSplit, single: EncodedSplit) -> tuple[dict[str, float], float]:
         """Scores of the mean prediction over each record's variants; they read their record's features (``single``)."""
-        variants, ids = encode_variants(split.inputs, modality, tokenizer, config.max_len, invariances)
+        variants, ids = encode_variants(first_windows(split, modality, config.max_len).inputs, modality, tokenizer,
+                                        config.max_len, invariances)
         rows = single.features[variants.owner] if single.features is not None else None
         encoded = EncodedSplit(ids, split.labels[variants.owner], 0, rows)
         predictions = _predict(model, head, encoded, config.batch_size, pad, device, config.precision)
@@ -165,7 +166,6 @@ def finetune(task: TaskData, encoder: Encoder, tokenizer: Tokenizer, modality: M
             averaged_scores["averaged"] = {"valid": valid_averaged, "test": test_averaged,
                                            "variants_per_example": per_record, "over": invariances}
     for name, split in capped.extra_tests.items():
-        split = first_windows(split, modality, config.max_len)
         encoded = with_features(encode_split(split, modality, tokenizer, config.max_len), split.inputs, features)
         test_metrics.update({f"{name}_{metric}": value for metric, value in evaluate(encoded).items()})
     if save_to is not None:
