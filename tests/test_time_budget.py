@@ -30,7 +30,8 @@ def test_a_time_budget_is_spent_whole_and_its_schedule_completes(tmp_path, make_
     summary = train(make_config("smiles", tmp_path / "run", max_steps=100_000, max_time=3, lr=1e-3))
     steps, seconds = summary["steps"], summary["train_time_s"]
     assert 0 < steps < 100_000
-    assert 3 <= seconds <= 4  # stopped on the clock, one step past the budget (not by an early step estimate)
+    assert 3 <= seconds <= 6  # stopped on the clock, one step past the budget (not by an early step estimate; a
+    # step on a loaded machine can take a second)
     lrs = _lrs(tmp_path / "run")
     assert lrs[-1] < 0.2e-3  # decayed to near min_lr_ratio * lr (0.1e-3), not stuck at the peak of a 100,000-step plan
 
