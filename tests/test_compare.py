@@ -204,18 +204,19 @@ def test_a_kept_run_must_point_at_its_last_checkpoint_and_a_diverged_one_is_fina
     assert verdicts[("exlm", "moleculenet/bace")] == NO_BASELINE_VERDICT
 
 
-def test_a_second_compare_on_a_busy_out_folder_stops_in_one_line(tmp_path):
-    from polymask.compare.run import run_compare
-    from polymask.errors import RunBusy
+def test_a_second_compare_on_the_same_out_waits_for_a_run_being_pretrained_then_reuses_it(tmp_path, capsys):
+    """Two invocations may share an --out (to use two cores on the benchmark cells); one pretrains a run while the
+    other waits, instead of probing beside it and rewriting its plan."""
+    import threading
+
+    from polymask.compare.pretrain import pretrain
     from polymask.locks import acquire
 
-    out = tmp_path / "out"
-    out.mkdir()
-    with acquire(out / ".compare.lock", str):
-        with pytest.raises(RunBusy, match="is in use by another polymask compare"):
-            run_compare("smiles", ["mlm"], parse_budget("2-steps"), out, {"model": {"preset": "tiny"}}, [0], 1,
-                        ["moleculenet/esol"], {})
-    assert not (out / "pretrain").exists()
+    run_dir = _finished_run(tmp_path)
+    held = acquire(run_dir / ".compare.lock", str)
+    threading.Timer(0.5, held.release).start()
+    assert pretrain(_base(), "mlm", 0, parse_budget("8-steps"), tmp_path)["reused"]
+    assert "polymask compare: waiting for process" in capsys.readouterr().err
 
 
 def test_compare_tasks_are_named_once_and_only_for_a_modality_with_a_benchmark():

@@ -5,6 +5,7 @@ import hashlib
 import json
 import os
 import shutil
+import sys
 from pathlib import Path
 from typing import Any, Callable
 
@@ -14,6 +15,7 @@ from polymask.compare.budget import Budget, measure_step_seconds, steps_for
 from polymask.config import RunConfig, build_run_config, merge
 from polymask.errors import ConfigError, OutputError, TrainingDiverged, one_line
 from polymask.jsonio import make_dir, write_json
+from polymask.locks import acquire
 from polymask.runtime import machine, resolve_device
 from polymask.training.run_folder import held_run
 from polymask.training.trainer import Trainer, train
@@ -139,6 +141,16 @@ def pretrain(base: dict[str, Any], objective: str, seed: int, budget: Budget, ou
     machine's load when the run started (a time budget buys fewer steps on a busy or slower machine). A run that
     diverged is returned as it ended (``diverged``), for the report to call no ordering on it."""
     run_dir = out / "pretrain" / f"{objective}-seed{seed}"
+    make_dir(run_dir)
+    with acquire(run_dir / ".compare.lock", str, wait=True,
+                 on_wait=lambda owner: print(f"polymask compare: waiting for {owner}, which is pretraining {run_dir}",
+                                             file=sys.stderr)):
+        return _pretrain_held(base, objective, seed, budget, run_dir)
+
+
+def _pretrain_held(base: dict[str, Any], objective: str, seed: int, budget: Budget, run_dir: Path) -> dict[str, Any]:
+    """``pretrain`` with the run's compare lock held: another invocation on the same --out waits here, then reuses the
+    run (its probe and plan never meet a live run)."""
     plan_file = run_dir / "plan.json"
     config = run_config(base, objective, seed, run_dir)
     device = machine(resolve_device(config.train.device))["device"]
@@ -176,7 +188,6 @@ def pretrain(base: dict[str, Any], objective: str, seed: int, budget: Budget, ou
     if budget.kind == "time":
         plan["max_steps"] = TIME_BUDGET_STEP_CEILING * plan["steps"]
         schedule.max_time, schedule.max_steps = budget.amount, plan["max_steps"]
-    make_dir(run_dir)
     write_json(plan_file, plan)
     summary = _train_to_end(lambda: Trainer(config, existing="overwrite").fit(), run_dir)  # a start that saved nothing
     return _result(summary, plan, run_dir, reused=False)

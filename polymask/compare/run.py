@@ -15,7 +15,6 @@ from polymask.compare.report import write_compare_report
 from polymask.data.corpus import prepare_corpus
 from polymask.errors import ConfigError
 from polymask.jsonio import make_dir, write_text
-from polymask.locks import acquire
 from polymask.modalities import build_modality
 from polymask.tasks.benchmark.runner import run_benchmark
 from polymask.tasks.benchmark.systems import checkpoint_system, reference_systems, untrained_system
@@ -128,18 +127,8 @@ def run_compare(modality: str, objectives: list[str], budget: Budget, out: Path,
     if data.val_fraction == 0 or data.max_val_records == 0:  # the analyses and the collapse alarm read it
         raise ConfigError("compare needs a validation split of the pretraining corpus: data.val_fraction and "
                           "data.max_val_records must be above 0")
-    make_dir(out)
-    with acquire(out / ".compare.lock", lambda owner: f"{out} is in use by another polymask compare ({owner}); "
-                                                       f"wait for it to finish or choose another --out"):
-        return _pretrain_benchmark_report(modality, objectives, budget, out, base, seeds, benchmark_seeds, keys_of,
-                                          settings, data_dir, references)
-
-
-def _pretrain_benchmark_report(modality: str, objectives: list[str], budget: Budget, out: Path, base: dict[str, Any],
-                               seeds: list[int], benchmark_seeds: int, keys_of: dict[str, list[str]],
-                               settings: dict[str, FinetuneConfig], data_dir: Path | None,
-                               references: bool) -> Path:
     started = time.perf_counter()
+    make_dir(out)
     runs = [pretrain(base, objective, seed, budget, out) for objective in objectives for seed in seeds]
     run_dirs = [Path(run["run_dir"]) for run in runs]
     benchmark_reports = {}
