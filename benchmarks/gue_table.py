@@ -18,6 +18,8 @@ from pathlib import Path
 
 import numpy as np
 
+from polymask.jsonio import number
+
 REFERENCES = ("DNABERT-2 (117M)", "Nucleotide Transformer 2500M multi-species")
 
 
@@ -25,7 +27,7 @@ def _ours(results: dict) -> dict[str, dict[str, list[float]]]:
     """system -> task name -> test MCC x 100 per seed."""
     scores: dict[str, dict[str, list[float]]] = defaultdict(lambda: defaultdict(list))
     for cell in sorted(results["cells"], key=lambda cell: cell["seed"]):
-        scores[cell["system"]][cell["task"].split("/")[-1]].append(100 * cell["test"]["mcc"])
+        scores[cell["system"]][cell["task"].split("/")[-1]].append(100 * number(cell["test"]["mcc"]))
     return scores
 
 
@@ -33,11 +35,16 @@ def gue_table(results: dict, published: dict[str, dict[str, float]]) -> tuple[st
     """(the Markdown table, its tasks, each row's per-task means for the plot)."""
     ours = _ours(results)
     seeds = len(results["seeds"])
-    tasks = [task.split("/")[-1] for task in results["task_order"]]
-    tasks = [t for t in tasks if all(len(ours[s][t]) == seeds for s in results["systems"])
+    ordered = [task.split("/")[-1] for task in results["task_order"]]
+    tasks = [t for t in ordered if all(len(ours[s][t]) == seeds for s in results["systems"])
              and all(t in row for row in published.values())]
-    header = ["row", *tasks, "mean"]
-    lines = ["| " + " | ".join(header) + " |", "|---|" + "---:|" * (len(header) - 1)]
+    if not tasks:
+        raise SystemExit("no task that every row finished with every seed and every published row has")
+    header = ["row", *tasks, f"mean ({len(tasks)} tasks)"]
+    left_out = [t for t in ordered if t not in tasks]
+    lines = ([f"Left out (a row unfinished, or not in every published row): {', '.join(left_out)}.", ""]
+             if left_out else [])
+    lines += ["| " + " | ".join(header) + " |", "|---|" + "---:|" * (len(header) - 1)]
     means: dict[str, list[float]] = {}
     for system in results["systems"]:
         per_task = [ours[system][t] for t in tasks]

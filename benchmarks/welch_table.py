@@ -5,8 +5,9 @@
 Prints a Markdown table: per task, mean ± std over the fine-tuning seeds (ddof 0, as
 the benchmark and compare reports give it); per metric, the
 mean over its tasks per seed (mean ± std of those per-seed means); and Welch's t-test of those per-seed means
-against the baseline row's (``polymask.tasks.metrics.significance.welch_verdict``). Only tasks every row finished are
-used, and the table says which were left out.
+against the baseline row's (``polymask.tasks.metrics.significance.welch_verdict``): a '+ test-time average' row against
+the baseline averaged alike where there is one, and against its own plain row with a paired test (the same models).
+Only tasks every row finished are used, and the table says which were left out.
 """
 from __future__ import annotations
 
@@ -17,6 +18,7 @@ from pathlib import Path
 
 import numpy as np
 
+from polymask.tasks.benchmark.report import reference_row
 from polymask.tasks.metrics.scoring import METRICS
 from polymask.tasks.metrics.significance import welch_verdict
 
@@ -51,13 +53,15 @@ def welch_table(results: dict, baseline: str, split: str) -> str:
     for system in results["systems"]:
         cells = [_mean_std([scores[system][task][seed] for seed in seeds]) for task in tasks]
         cells += [_mean_std(per_seed_means(system, metric)) for metric in metrics]
+        reference, paired = reference_row(system, baseline, results["systems"])
         for metric in metrics:
             if system == baseline:
                 cells.append("")
                 continue
-            verdict, p = welch_verdict(per_seed_means(system, metric), per_seed_means(baseline, metric),
-                                       METRICS[metric].higher_is_better)
-            cells.append(f"{verdict}, p = {p:.3f}")
+            verdict, p = welch_verdict(per_seed_means(system, metric), per_seed_means(reference, metric),
+                                       METRICS[metric].higher_is_better, paired)
+            against = "" if reference == baseline else f" vs {reference}"
+            cells.append(f"{verdict}, p = {p:.3f}{' (paired: the same models)' if paired else against}")
         lines.append(f"| {system} | " + " | ".join(cells) + " |")
     return "\n".join(lines)
 
@@ -68,7 +72,10 @@ def main() -> None:
     parser.add_argument("--baseline", required=True, help="the system row every other row is tested against")
     parser.add_argument("--split", choices=["test", "valid"], default="test")
     args = parser.parse_args()
-    print(welch_table(json.loads(args.results.read_text()), args.baseline, args.split))
+    results = json.loads(args.results.read_text())
+    if args.baseline not in results["systems"]:
+        parser.error(f"--baseline {args.baseline!r} is not a row of {args.results}: {', '.join(results['systems'])}")
+    print(welch_table(results, args.baseline, args.split))
 
 
 if __name__ == "__main__":

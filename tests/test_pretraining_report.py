@@ -65,3 +65,25 @@ def test_seed_noise_verdicts_cover_degenerate_scores():
     assert welch_verdict([0.0, 0.0], [0.5, 0.5], higher_is_better=True)[0] == "n/a (no seed variance)"
     assert welch_verdict([float("nan"), float("nan")], [0.1, 0.2], higher_is_better=True)[0] == "n/a (undefined score)"
     assert welch_verdict([0.5], [0.4, 0.6], higher_is_better=True)[0] == "n/a (one seed)"
+
+
+def test_an_averaged_row_is_tested_against_the_untrained_row_averaged_alike_and_its_twin_paired(tmp_path):
+    """Test-time averaging lifts the untrained encoder too: its gain is not pretraining's. A row and its averaged
+    twin are the same models read two ways, so their seeds pair."""
+    from polymask.tasks.benchmark.report import AVERAGED, reference_row
+
+    rows = table({"ckpt (mlm)": ([0.70, 0.71, 0.72], [1.30, 1.31, 1.32]),
+                  "ckpt (mlm)" + AVERAGED: ([0.74, 0.75, 0.76], [1.26, 1.27, 1.28]),
+                  "no pretraining": ([0.69, 0.71, 0.72], [1.31, 1.31, 1.33]),
+                  "no pretraining" + AVERAGED: ([0.73, 0.75, 0.76], [1.27, 1.27, 1.29])})
+    results = {"task_order": TASKS, "pretraining_tokens": {"ckpt (mlm)": 10_000, "ckpt (mlm)" + AVERAGED: 10_000}}
+    text = "\n".join(pretraining_sections(rows, results, tmp_path))
+    averaged = next(line for line in text.splitlines() if line.startswith(f"| ckpt (mlm){AVERAGED} (vs no pretraining"))
+    assert "within noise" in averaged and "better" not in averaged  # against the plain untrained row it would win
+    systems = ["ckpt (mlm)", "ckpt (mlm)" + AVERAGED, "no pretraining", "no pretraining" + AVERAGED]
+    assert reference_row("ckpt (mlm)" + AVERAGED, "no pretraining", systems) == ("no pretraining" + AVERAGED, False)
+    assert reference_row("ckpt (mlm)" + AVERAGED, "ckpt (mlm)", systems) == ("ckpt (mlm)", True)
+    assert reference_row("ckpt (mlm)" + AVERAGED, "no pretraining", systems[:3]) == ("no pretraining", False)
+    welch_only = welch_verdict([0.70, 0.75, 0.80], [0.71, 0.76, 0.81], True)
+    paired = welch_verdict([0.70, 0.75, 0.80], [0.71, 0.76, 0.81], True, paired=True)
+    assert welch_only[0] == "within noise" and paired[0] == "worse"  # the same models, consistently 0.01 lower

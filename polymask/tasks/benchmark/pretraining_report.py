@@ -10,7 +10,7 @@ from typing import Any
 import numpy as np
 
 from polymask.jsonio import atomic_path
-from polymask.tasks.benchmark.report import average_groups, seed_averages
+from polymask.tasks.benchmark.report import AVERAGED, average_groups, reference_row, seed_averages
 from polymask.tasks.metrics.scoring import METRICS
 from polymask.tasks.metrics.significance import NOISE_P, welch_verdict
 
@@ -62,19 +62,21 @@ def pretraining_sections(rows: list[dict[str, Any]], results: dict[str, Any], ou
     if BASELINE in means:
         lines += ["", f"## Pretrained rows against {BASELINE}", "",
                   f"Each mean column's per-seed averages against those of the same architecture without pretraining: "
-                  f"Welch's t-test, within noise when p >= {NOISE_P}.", "",
+                  f"Welch's t-test, within noise when p >= {NOISE_P}; a '{AVERAGED.strip()}' row against the untrained "
+                  f"row averaged alike, where the table has it.", "",
                   "| system | " + " | ".join(f"mean {g}" for g in groups) + " |", "|---|" + "---|" * len(groups)]
         for system in pretrained:
+            reference, paired = reference_row(system, BASELINE, means)
             cells = []
             for name in groups:
-                values, base = means[system].get(name), means[BASELINE].get(name)
+                values, base = means[system].get(name), means[reference].get(name)
                 if values is None or base is None:
                     cells.append("–")
                     continue
-                verdict, p_value = welch_verdict(values, base, _higher(name))
+                verdict, p_value = welch_verdict(values, base, _higher(name), paired)
                 shown_p = "" if math.isnan(p_value) else f", p = {p_value:.3f}"
                 cells.append(f"{_mean(values)} vs {_mean(base)}: {verdict}{shown_p}")
-            lines.append(f"| {system} | " + " | ".join(cells) + " |")
+            lines.append(f"| {system}{'' if reference == BASELINE else f' (vs {reference})'} | " + " | ".join(cells) + " |")
     lines += ["", "## Against pretraining tokens", "", "| system | pretraining tokens | " + " | ".join(f"mean {g}" for g in groups) + " |",
               "|---|---:|" + "---|" * len(groups)]
     for system in sorted(means, key=lambda s: (s not in tokens, tokens.get(s, 0))):
@@ -106,7 +108,8 @@ def _plot_scaling(path: Path, means: dict[str, dict[str, np.ndarray]], tokens: d
     figure, axes = plt.subplots(1, len(groups), figsize=(4.6 * len(groups), 3.6), squeeze=False)
     colors = plt.rcParams["axes.prop_cycle"].by_key()["color"]
     for axis, name in zip(axes.flat, groups):
-        curve = sorted(((tokens[s], means[s][name]) for s in tokens if s in means and name in means[s]),
+        curve = sorted(((tokens[s], means[s][name]) for s in tokens  # averaged twins: the same models again
+                        if s in means and name in means[s] and not s.endswith(AVERAGED)),
                        key=lambda point: point[0])
         x = [t for t, _ in curve]
         axis.errorbar(x, [v.mean() for _, v in curve], yerr=[v.std() for _, v in curve], marker="o", capsize=3,

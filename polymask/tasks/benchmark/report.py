@@ -5,13 +5,28 @@ import csv
 import math
 from collections import Counter
 from pathlib import Path
-from typing import Any
+from typing import Any, Collection
 
 import numpy as np
 
 from polymask.jsonio import atomic_path, write_json, write_text
 
 ARROW = {True: "↑", False: "↓"}
+
+
+#: The name of a row's test-time-averaged twin: its system's name plus this.
+AVERAGED = " + test-time average"
+
+
+def reference_row(system: str, baseline: str, systems: Collection[str]) -> tuple[str, bool]:
+    """The row ``system`` is tested against for ``baseline``, and whether the test is paired: a test-time-averaged
+    row against the baseline averaged alike where it has one (the averaging's gain is not pretraining's); a row
+    against its own averaged twin (the same models, read two ways) paired by seed."""
+    if system == baseline + AVERAGED or baseline == system + AVERAGED:
+        return baseline, True
+    if system.endswith(AVERAGED) and baseline + AVERAGED in systems:
+        return baseline + AVERAGED, False
+    return baseline, False
 
 
 def _cell(row: dict[str, Any] | None, metric: str) -> str:

@@ -28,7 +28,7 @@ from polymask.locks import acquire
 from polymask.runtime import inner_progress, progress_bar
 from polymask.tasks.benchmark.identity import data_identity, reused_cell
 from polymask.tasks.benchmark.pretraining_report import pretraining_sections
-from polymask.tasks.benchmark.report import write_report
+from polymask.tasks.benchmark.report import AVERAGED, write_report
 from polymask.tasks.benchmark.systems import System
 from polymask.tasks.data.spec import TaskSpec, as_task_spec
 from polymask.tasks.finetune.options import FinetuneConfig
@@ -96,9 +96,6 @@ def _cell(system: System, task: Any, seed: int, out: Path, path: Path, wait: boo
         finally:  # no lock file left behind; a process still waiting on it checks for the result first
             lock_path.unlink(missing_ok=True)
     return cell
-
-
-AVERAGED = " + test-time average"
 
 
 def with_averaged_rows(cells: list[dict[str, Any]], systems: dict[str, str]) -> tuple[list[dict[str, Any]],
