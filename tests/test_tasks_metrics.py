@@ -81,3 +81,5 @@ def test_task_average_carries_the_seed_spread_of_per_seed_averages():
     single = [{"metric": "rmse", "rmse_mean": 1.0, "rmse_values": [1.0]},
               {"metric": "rmse", "rmse_mean": 3.0, "rmse_values": [3.0]}]
     assert _task_average(single) == "2.000"
+    unfinished = [rows[0], {"metric": "rmse", "rmse_mean": 3.0, "rmse_values": [3.0]}]  # a seed still running
+    assert _task_average(unfinished) == "2.250 (tasks with other seed counts)"

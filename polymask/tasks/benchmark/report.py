@@ -109,7 +109,8 @@ def _task_average(rows: list[dict[str, Any]]) -> str:
     per_seed = seed_averages([r[f"{r['metric']}_values"] for r in rows])
     if per_seed is None or len(per_seed) == 1:
         mean = float(np.mean([r[f"{r['metric']}_mean"] for r in rows]))
-        return "n/a" if math.isnan(mean) else f"{mean:.3f}"
+        partial = " (tasks with other seed counts)" if per_seed is None else ""  # an unfinished row
+        return "n/a" if math.isnan(mean) else f"{mean:.3f}{partial}"
     return "n/a" if np.isnan(per_seed).any() else f"{per_seed.mean():.3f} ± {per_seed.std():.3f}"
 
 
