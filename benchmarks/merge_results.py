@@ -15,6 +15,8 @@ from collections import Counter
 from pathlib import Path
 from typing import Any
 
+from polymask.jsonio import write_json
+
 
 def _scores(results: dict[str, Any], system: str) -> list[tuple[str, int, Any, Any]]:
     return sorted((c["task"], c["seed"], c["valid"], c["test"]) for c in results["cells"] if c["system"] == system)
@@ -24,8 +26,12 @@ def merge(parts: list[dict[str, Any]], labels: list[str]) -> dict[str, Any]:
     """One results dict with every part's rows (see the module docstring)."""
     if len({tuple(part["seeds"]) for part in parts}) != 1:
         raise SystemExit("the files were run with different seeds")
+    if len({tuple(part["task_order"]) for part in parts}) != 1:
+        raise SystemExit("the files were run on different tasks")
     counts = Counter(system for part in parts for system in part["systems"])
-    merged: dict[str, Any] = {**parts[0], "systems": [], "cells": []}
+    # per-row summaries are the first file's alone: leave them out (the scripts read the cells)
+    kept = {key: value for key, value in parts[0].items() if key not in ("rows", "valid_rows", "pretraining_tokens")}
+    merged: dict[str, Any] = {**kept, "systems": [], "cells": []}
     for part, label in zip(parts, labels):
         for system in part["systems"]:
             shared = counts[system] > 1
@@ -49,7 +55,7 @@ def main() -> None:
     if len(args.labels) != len(args.results):
         raise SystemExit("give one --labels entry per results file")
     parts = [json.loads(path.read_text()) for path in args.results]
-    args.out.write_text(json.dumps(merge(parts, args.labels), indent=1))
+    write_json(args.out, merge(parts, args.labels))
 
 
 if __name__ == "__main__":
