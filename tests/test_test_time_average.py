@@ -22,7 +22,7 @@ from polymask.tasks.finetune.options import FinetuneConfig
 from polymask.tasks.finetune.tables import finetune
 from polymask.training.trainer import train
 from polymask.cli import main
-from tests.conftest import one_line_error, tiny_config
+from tests.conftest import tiny_config
 
 SEQUENCE = "ACGTTGCAAGGCTTAN"
 REVERSE = "NTAAGCCTTGCAACGT"
