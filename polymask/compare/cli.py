@@ -56,14 +56,14 @@ def check_counts(objectives: list[str], seeds: list[int], benchmark_seeds: int) 
 
 
 def check_sections(base: dict[str, Any]) -> None:
-    """One line for a recipe section that is not a mapping (``--set objective=null``); the modality and the
-    objective may also be given by name."""
+    """One line for a section compare edits before the config is validated (``check_run_fields`` checks the others)
+    that is not a mapping (``--set objective=null``); the modality and the objective may also be given by name."""
     from polymask.errors import ConfigError
 
-    for key, value in base.items():
-        by_name = key in ("modality", "objective") and isinstance(value, str)
-        if key in ("modality", "objective", "model", "data", "train") and not (by_name or isinstance(value, dict)):
-            raise ConfigError(f"{key}: expected a mapping of settings{' or a name' if key in ('modality', 'objective') else ''}, "
+    for key in ("modality", "objective", "data"):
+        value = base.get(key, {})
+        if not (isinstance(value, dict) or key != "data" and isinstance(value, str)):
+            raise ConfigError(f"{key}: expected a mapping of settings{'' if key == 'data' else ' or a name'}, "
                               f"got {value!r}")
 
 

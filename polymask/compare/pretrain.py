@@ -17,6 +17,7 @@ from polymask.errors import ConfigError, OutputError, TrainingDiverged, one_line
 from polymask.jsonio import make_dir, write_json
 from polymask.locks import acquire
 from polymask.runtime import machine, resolve_device
+from polymask.tracking import flat
 from polymask.training.run_folder import held_run
 from polymask.training.trainer import Trainer, train
 
@@ -83,13 +84,6 @@ def _settings(config: RunConfig) -> dict[str, Any]:
     return settings
 
 
-def _flat(settings: dict[str, Any], prefix: str = "") -> dict[str, Any]:
-    flat: dict[str, Any] = {}
-    for key, value in settings.items():
-        flat.update(_flat(value, f"{prefix}{key}.") if isinstance(value, dict) else {f"{prefix}{key}": value})
-    return flat
-
-
 def _settings_differ(plan: dict[str, Any], config: RunConfig) -> str | None:
     """Why the run a plan describes was pretrained with other settings than ``config``, or None when they match.
     A plan keeps its settings as given (validated again, fields polymask added since take their defaults, as the
@@ -98,10 +92,10 @@ def _settings_differ(plan: dict[str, Any], config: RunConfig) -> str | None:
     if not isinstance(kept, dict):
         return None if plan.get("settings", settings_digest(config)) == settings_digest(config) else "its settings hash"
     try:
-        then = _flat(_settings(build_run_config({**kept, "out": str(config.out)})))
+        then = flat(_settings(build_run_config({**kept, "out": str(config.out)})))
     except ConfigError as exc:
         return f"settings this polymask no longer reads: {one_line(exc)}"
-    now = _flat(_settings(config))
+    now = flat(_settings(config))
     changed = sorted(key for key in then.keys() | now.keys() if then.get(key) != now.get(key))
     shown = ", ".join(f"{key}: then {then.get(key)!r}, now {now.get(key)!r}" for key in changed[:3])
     return None if not changed else shown + (f" and {len(changed) - 3} more" if len(changed) > 3 else "")

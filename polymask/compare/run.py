@@ -83,7 +83,7 @@ def compare_tasks(modality: str, tasks: list[str] | None) -> dict[str, list[str]
         if len(owners) != 1 or owners[0] not in chosen:
             where = "none of" if not owners or owners[0] not in chosen else "more than one of"
             raise ConfigError(f"task '{name}' is in {where} the {modality} benchmarks ({', '.join(benchmarks)}); "
-                              f"name it as <benchmark>/<task>, e.g. {benchmarks[0]}/{task_names(benchmarks[0])[0].split('/')[1]}")
+                              f"name it as <benchmark>/<task>")
         chosen[owners[0]] += [key for key in benchmark_tasks(owners[0], [name]) if key not in chosen[owners[0]]]
     return chosen
 
