@@ -270,3 +270,24 @@ def test_unreadable_lines_of_a_jsonl_file_keep_their_rows(tmp_path):
     assert table.inputs == [("CCO",), None, None, None]
     assert table.reasons == [None, "line 2: not valid JSON (Expecting value)", "line 4: JSON line is not an object",
                              "no value for smiles"]
+
+
+def test_json_lines_ids_come_back_as_written_and_a_mixed_column_is_one_line_for_parquet(smiles_model, tmp_path,
+                                                                                         capsys):
+    smiles = real_molecules(3)
+    records = tmp_path / "records.jsonl"
+    records.write_text("".join(json.dumps(row) + "\n" for row in
+                               [{"id": 1, "smiles": smiles[0]}, {"smiles": smiles[1]}, {"id": 3, "smiles": smiles[2]}]))
+    model = str(smiles_model("moleculenet/esol"))
+    for out in (tmp_path / "p.csv", tmp_path / "p.parquet"):
+        assert main(["predict", "--model", model, "--data", str(records), "--out", str(out), "--quiet"]) == 0
+    assert read_output(tmp_path / "p.csv")["id"].tolist() == ["1", "", "3"]  # not 1.0 and 3.0
+    assert pd.read_parquet(tmp_path / "p.parquet")["id"].tolist()[::2] == [1, 3]
+
+    records.write_text("".join(json.dumps({"id": name, "smiles": smiles[0]}) + "\n" for name in (7, "seven")))
+    capsys.readouterr()
+    assert main(["predict", "--model", model, "--data", str(records), "--out", str(tmp_path / "q.parquet"),
+                 "--quiet"]) == 2
+    error = capsys.readouterr().err
+    assert "column id" in error and "write .csv" in error and "Traceback" not in error
+    assert not (tmp_path / "q.parquet").exists()

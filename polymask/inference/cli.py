@@ -46,9 +46,27 @@ def _input_table(args: argparse.Namespace, applied: Any) -> Any:
     return read_input_table(args.data, args.column, defaults, len(applied.input_columns))
 
 
+def _arrow_table(frame: Any, out: Path) -> Any:
+    """``frame`` as an Arrow table for ``out``; a column Parquet cannot hold (a JSON-lines column with numbers
+    in some rows and strings in others) is one line naming it."""
+    import pyarrow as pa
+
+    try:
+        return pa.Table.from_pandas(frame, preserve_index=False)
+    except (pa.ArrowInvalid, pa.ArrowTypeError) as exc:
+        raise DataError(f"cannot write {out}: {'; '.join(map(str, exc.args))} (a Parquet column holds one type; "
+                        f"write .csv instead)") from None
+
+
+def _write_parquet(table: Any, out: Path) -> None:
+    import pyarrow.parquet as pq
+
+    _write_atomically(out, lambda tmp: pq.write_table(table, tmp))
+
+
 def _write_table(frame: Any, out: Path) -> None:
     if out.suffix.lower() == ".parquet":
-        _write_atomically(out, lambda tmp: frame.to_parquet(tmp, index=False))
+        _write_parquet(_arrow_table(frame, out), out)
     else:
         separator = "\t" if out.suffix.lower() == ".tsv" else ","
         _write_atomically(out, lambda tmp: frame.to_csv(tmp, index=False, sep=separator))
@@ -140,14 +158,7 @@ def cmd_embed(args: argparse.Namespace) -> int:
 
         frame = frame.assign(**{REASON: encoded.reasons})
         embedding = pa.FixedSizeListArray.from_arrays(pa.array(vectors.reshape(-1)), vectors.shape[1])
-        table_out = pa.Table.from_pandas(frame, preserve_index=False).append_column("embedding", embedding)
-
-        def write(tmp: Path) -> None:
-            import pyarrow.parquet as pq
-
-            pq.write_table(table_out, tmp)
-
-        _write_atomically(args.out, write)
+        _write_parquet(_arrow_table(frame, args.out).append_column("embedding", embedding), args.out)
         where = f"{args.out} ({len(vectors)} rows x {vectors.shape[1]})"
     pooling = args.pool or embedder.pooling
     print(f"polymask embed: {len(vectors)} rows: {len(accepted)} embedded ({pooling} pooling), "

@@ -84,7 +84,8 @@ def _jsonl(path: Path) -> tuple["pd.DataFrame", list[str | None]]:
 
     objects = list(jsonl_objects(path))
     reasons = [None if error is None else f"line {number}: {error}" for number, _, error in objects]
-    return pd.DataFrame([item or {} for _, item, _ in objects]), reasons
+    # object columns keep each value as the file wrote it (an int id stays an int where another row lacks it)
+    return pd.DataFrame([item or {} for _, item, _ in objects], dtype=object), reasons
 
 
 def _parquet(path: Path) -> tuple["pd.DataFrame", list[str | None]]:
