@@ -147,6 +147,12 @@ def test_load_model_predicts_and_embeds_from_python(smiles_model):
     assert np.isnan(vectors[1]).all() and np.isfinite(vectors[[0, 2]]).all() and reasons[0] is None
     assert not np.allclose(model.embed(["CCO"], pool="cls"), model.embed(["CCO"], pool="mean"))
 
+    # a DataFrame's column is found as predict finds a file's: in any case, or under the modality's usual names
+    for name in ("SMILES", "Smiles"):
+        assert predictions.equals(model.predict(frame.rename(columns={"smiles": name})))
+    with pytest.raises(polymask.PolymaskError, match="none of the columns .'molecule'. .*DataFrame.rename"):
+        model.predict(frame.rename(columns={"smiles": "molecule"}))
+
 
 @pytest.mark.parametrize("task, columns", [("moleculenet/bbbp", ["prob_1"]),
                                            ("moleculenet/tox21", [f"prob_{name}" for name in TOX21])])
@@ -222,6 +228,10 @@ def test_text_pair_model_predicts_a_tsv_row_by_row(tiny_text_checkpoint, tmp_pat
     assert predicted["reason"][5] == "empty text" and predicted["prob_0"][5] == ""
     assert (predicted["reason"].drop(5) == "").all()
     assert "40 rows: 39 predicted, 1 rejected (see the reason column), 6 truncated to 64 tokens" in capsys.readouterr().out
+    pairs = dev.rename(columns={"sentence1": "Sentence1", "sentence2": "SENTENCE2"})
+    from_python = polymask.load_model(folder).predict(pairs)
+    assert np.allclose(from_python["prob_1"].drop(5).astype(float), predicted["prob_1"].drop(5).astype(float),
+                       atol=1e-5)
 
 
 def test_span_model_answers_questions_from_their_context(tiny_text_checkpoint, tmp_path):

@@ -2,7 +2,8 @@
 and ``HFFolderEncoder`` (embeddings), all reading records exactly as fine-tuning did.
 
 Records are a list of strings (tuples of two for a sentence-pair task), a pandas Series, or a DataFrame
-holding the model's input columns. A record the modality rejects keeps its row: empty predictions, a
+whose columns are found as ``polymask predict`` finds a file's (the model's input columns, else the modality's
+usual names, in any case). A record the modality rejects keeps its row: empty predictions, a
 NaN embedding, and the reason.
 """
 from __future__ import annotations
@@ -25,6 +26,7 @@ from polymask.encoder_config import fill_legacy_defaults
 from polymask.errors import CheckpointError
 from polymask.inference.columns import REASON, Applied
 from polymask.inference.span import predict_answers_of
+from polymask.inference.table import choose_columns
 from polymask.modalities import MODALITIES, Modality
 from polymask.model.encoder import Encoder, EncoderConfig
 from polymask.model.heads import Pooling
@@ -78,6 +80,21 @@ class AppliedEncoder:
         self.input_columns = list(input_columns)
         self.pad = SpecialIds.of(tokenizer).pad
 
+    @property
+    def column_defaults(self) -> list[str]:
+        """The column names tried, in order, in a table or DataFrame that names none: the model's, the modality's."""
+        return [*self.input_columns, *self.modality.default_columns]
+
+    def parse_records(self, records: Any) -> tuple[list[Inputs], list[str | None], Any]:
+        """``as_inputs`` of ``records``, a DataFrame's input columns chosen as in a file given to ``predict``."""
+        import pandas as pd
+
+        columns = self.input_columns
+        if isinstance(records, pd.DataFrame):
+            columns = choose_columns([str(name) for name in records.columns], None, self.column_defaults,
+                                     len(columns), "the DataFrame", "DataFrame.rename(columns=...)")
+        return as_inputs(records, columns)
+
     def encode_inputs(self, inputs: Sequence[Inputs], reasons: Sequence[str | None]) -> Encoded:
         """Token ids of parsed records, read through the modality as at training."""
         return encode_records(inputs, reasons, self.modality, self.tokenizer, self.max_len)
@@ -87,7 +104,7 @@ class AppliedEncoder:
         """One vector per record (N, d_model), float32, in input order: the final hidden states pooled by
         ``pool`` (default: the model's pooling; mean over real tokens for a pretrained encoder). A rejected
         record's row is NaN; ``with_reasons`` also returns why (None for embedded records)."""
-        inputs, reasons, _ = as_inputs(records, self.input_columns)
+        inputs, reasons, _ = self.parse_records(records)
         encoded = self.encode_inputs(inputs, reasons)
         vectors = self.embed_encoded(encoded, pool, batch_size, progress)
         return (vectors, encoded.reasons) if with_reasons else vectors
@@ -187,7 +204,7 @@ class FinetunedModel(AppliedEncoder):
         """One row per record, in order (with the index of a DataFrame or Series given): the task kind's prediction
         columns (``TaskKind.prediction_columns``; for a span model ``predicted_answer``) and ``reason``, set where
         the record was rejected and its prediction cells left empty."""
-        inputs, reasons, index = as_inputs(records, self.input_columns)
+        inputs, reasons, index = self.parse_records(records)
         frame = self.predict_inputs(inputs, reasons, batch_size, progress).frame
         if index is not None:
             frame.index = index

@@ -44,20 +44,21 @@ class InputTable:
 
 
 def choose_columns(available: Sequence[str], wanted: Sequence[str] | None, defaults: Sequence[str], count: int,
-                   source: str) -> list[str]:
+                   source: str, option: str = "--column") -> list[str]:
     """The ``count`` input columns: those named, else the first default present (one column), else the model's
-    own input column names (a pair)."""
+    own input column names (a pair); defaults match in any case. The errors tell to name them with ``option``."""
     if wanted:
         if len(wanted) != count:
-            raise DataError(f"the model reads {count} input column(s); --column names {len(wanted)}")
+            raise DataError(f"the model reads {count} input column(s); {option} names {len(wanted)}")
         return [pick_column(available, name, (), source) for name in wanted]
     if count == 1:
-        return [pick_column(available, None, defaults, source)]
-    missing = [name for name in defaults[:count] if name not in available]
+        return [pick_column(available, None, defaults, source, option)]
+    lowered = {name.lower(): name for name in available}
+    missing = [name for name in defaults[:count] if name.lower() not in lowered]
     if missing:
         raise DataError(f"{source}: no column {missing} (the model reads {list(defaults[:count])}); columns are "
-                        f"{list(available)}; name them with --column")
-    return list(defaults[:count])
+                        f"{list(available)}; name them with {option}")
+    return [name if name in available else lowered[name.lower()] for name in defaults[:count]]
 
 
 def _delimited(path: Path) -> tuple["pd.DataFrame", list[str | None]]:
