@@ -147,6 +147,12 @@ def test_a_dna_table_declares_what_its_labels_are_invariant_to(tiny_checkpoint, 
     assert _nothing_to_vary(recipe, k3, declared) == ""
     assert "augment and test_time_average vary nothing: the table declares no invariance" in \
         _nothing_to_vary(recipe, k3, plain)
+    overlapping = Dna(DnaConfig(k=3, overlapping=True))  # no reading frame to shift: shift alone varies nothing
+    shift_only = own_task_spec(table, ["label"], overlapping, invariant_to=["shift"])
+    assert overlapping.varied(["reverse_complement", "shift"]) == ["reverse_complement"]
+    assert overlapping.varied(["shift"]) == [] and k3.varied(["shift"]) == ["shift"]
+    assert "vary nothing: no record of this model varies under shift" in \
+        _nothing_to_vary(recipe, overlapping, shift_only)
     code = main(["finetune", "--checkpoint", str(tiny_checkpoint), "--data", str(table), "--target", "label",
                  "--invariant-to", "strand", "--out", str(tmp_path / "out"), "--quiet"])
     one_line_error(capsys, code, "windows.csv", "invariant_to: 'strand' is not a transformation the dna modality knows")

@@ -198,7 +198,8 @@ class FinetunedModel(AppliedEncoder):
                          self.task["input_columns"], device)
         self.network.eval().to(self.device)
         #: the invariances predictions are averaged over (``test_time_average`` at fine-tuning), else none
-        self.averaged_over: list[str] = self.task.get("invariant_to", []) if self.settings.test_time_average else []
+        self.averaged_over: list[str] = (self.modality.varied(self.task.get("invariant_to", []))
+                                         if self.settings.test_time_average else [])
 
     def predict(self, records: Any, batch_size: int = 64, progress: bool = False) -> "pd.DataFrame":
         """One row per record, in order (with the index of a DataFrame or Series given): the task kind's prediction

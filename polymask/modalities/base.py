@@ -87,6 +87,11 @@ class Modality:
         ``label_free_invariances``."""
         return [*declared, *(name for name in self.label_free_invariances if name not in declared)]
 
+    def varied(self, invariances: Collection[str]) -> list[str]:
+        """Those of ``invariances`` under which ``variants`` and ``augment`` change a record (all by default): what a
+        model averaged over, reported as such."""
+        return list(invariances)
+
     def variants(self, text: str, invariances: Collection[str] = ()) -> list[str]:
         """The fixed variants of a normalised record that keep a label invariant to ``invariances`` (a task spec's
         ``invariant_to``), the record itself first: what test-time averaging predicts on. Itself alone by default."""

@@ -71,15 +71,20 @@ class Dna(Modality):
         """The reverse complement for a ``reverse_complement``-invariant label, reading-frame shifts (non-overlapping
         k-mers) for a ``shift``-invariant one: a TF-binding window has both; a promoter aligned on its
         transcription start has neither (its label has a direction and a position)."""
+        varied = self.varied(invariances)
         return Dna(self.config.model_copy(update={
-            "augment": True, "reverse_complement": "reverse_complement" in invariances,
-            "frame_shift": "shift" in invariances and self.config.k > 1 and not self.config.overlapping}))
+            "augment": True, "reverse_complement": "reverse_complement" in varied, "frame_shift": "shift" in varied}))
+
+    def varied(self, invariances: Collection[str]) -> list[str]:
+        """``invariances`` less ``shift`` where there is no reading frame to shift (overlapping k-mers, k = 1)."""
+        shifts = self.config.k > 1 and not self.config.overlapping
+        return [name for name in invariances if name != "shift" or shifts]
 
     def variants(self, text: str, invariances: Collection[str] = ()) -> list[str]:
         """Both strands for a ``reverse_complement``-invariant label; for a ``shift``-invariant one (non-overlapping
         k-mers) each of the k reading frames too, as ``augmented`` draws them: up to 2k variants."""
         strands = [text, text.translate(COMPLEMENT)[::-1]] if "reverse_complement" in invariances else [text]
-        frames = self.config.k if "shift" in invariances and not self.config.overlapping else 1
+        frames = self.config.k if "shift" in self.varied(invariances) else 1
         return [strand[shift:] for strand in strands for shift in range(min(frames, len(strand)))]
 
     @property

@@ -49,10 +49,13 @@ def seed_list(seeds: int | Sequence[int]) -> list[int]:
 def _nothing_to_vary(config: FinetuneConfig, modality: "Modality", spec: TaskSpec) -> str:
     """A note for a table whose settings augment or average over variants its labels declare none of."""
     asked = [name for name in ("augment", "test_time_average") if getattr(config, name)]
-    if not asked or modality.invariances(spec.invariant_to):
+    declared = modality.invariances(spec.invariant_to)
+    if not asked or modality.varied(declared):
         return ""
-    return (f"; {' and '.join(asked)} vary nothing: the table declares no invariance of its labels "
-            f"(--invariant-to, e.g. reverse_complement shift for strand-free DNA windows)")
+    why = (f"no record of this model varies under {', '.join(declared)}" if declared else
+           "the table declares no invariance of its labels (--invariant-to, e.g. reverse_complement shift for "
+           "strand-free DNA windows)")
+    return f"; {' and '.join(asked)} vary nothing: {why}"
 
 
 def run_finetune(checkpoint: Path, task: str | TaskSpec | None, data: Path | None, targets: Sequence[str],

@@ -158,6 +158,9 @@ class RawInputs(Modality):
     def invariances(self, declared: Collection[str] = ()) -> list[str]:
         return self.inner.invariances(declared)
 
+    def varied(self, invariances: Collection[str]) -> list[str]:
+        return self.inner.varied(invariances)
+
     def variants(self, text: str, invariances: Collection[str] = ()) -> list[str]:
         return self.inner.variants(text, invariances)
 

@@ -164,7 +164,8 @@ def finetune(task: TaskData, encoder: Encoder, tokenizer: Tokenizer, modality: M
         (valid_averaged, per_record), (test_averaged, _) = averaged(valid_split, valid), averaged(test_split, test)
         if per_record > 1:  # else no record has a variant (e.g. no reading frame to shift): no row of its own
             averaged_scores["averaged"] = {"valid": valid_averaged, "test": test_averaged,
-                                           "variants_per_example": per_record, "over": invariances}
+                                           "variants_per_example": per_record,
+                                           "over": modality.varied(invariances)}
     for name, split in capped.extra_tests.items():
         encoded = with_features(encode_split(split, modality, tokenizer, config.max_len), split.inputs, features)
         test_metrics.update({f"{name}_{metric}": value for metric, value in evaluate(encoded).items()})
