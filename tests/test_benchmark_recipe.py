@@ -36,6 +36,8 @@ def test_a_recipe_setting_per_task_reaches_that_task_and_yields_to_an_explicit_o
     longer = config("--set", "task_settings.mouse_0.epochs=40", "--set", "task_settings.mouse_0.patience=8")
     assert (longer.for_task("mouse_0").epochs, longer.for_task("mouse_0").patience) == (40, 8)
     assert config("--epochs", "2", "--set", "task_settings.mouse_0.patience=8").for_task("mouse_0").epochs == 2
+    assert config("--epochs", "2").task_settings["tf_0"] == {"patience": 8}  # tasks sharing one YAML anchor
+    assert config("--epochs", "40", "--patience", "8").task_settings == {}  # nothing per task is left
 
 
 @pytest.mark.parametrize("settings, message", [

@@ -36,8 +36,11 @@ def recipe_settings(benchmark: str | None, given: dict[str, Any]) -> FinetuneCon
             raise ConfigError(f"task_settings names no task of {benchmark}: {', '.join(unknown)} (its tasks: "
                               f"{', '.join(key.split('/')[-1] for key in task_names(benchmark))})")
     global_fields = {key: value for key, value in given.items() if key != "task_settings"}
-    for per_task in raw.get("task_settings", {}).values():
-        _clear(per_task, global_fields)
+    per_task = raw.get("task_settings", {})
+    for name in list(per_task):
+        _clear(per_task[name], global_fields)
+        if not per_task[name]:  # the given fields replaced all of it (a report should not list it as a setting)
+            del per_task[name]
     return finetune_settings(merge(raw, given))  # nested fields (task_settings, span) merge key by key
 
 
