@@ -150,6 +150,9 @@ def test_load_model_predicts_and_embeds_from_python(smiles_model):
     # a DataFrame's column is found as predict finds a file's: in any case, or under the modality's usual names
     for name in ("SMILES", "Smiles"):
         assert predictions.equals(model.predict(frame.rename(columns={"smiles": name})))
+    # a column named exactly as the model's wins over one differing in case only (either order)
+    for both in (frame.assign(SMILES="not_a_smiles"), frame.assign(SMILES="not_a_smiles")[["SMILES", "smiles"]]):
+        assert predictions.equals(model.predict(both))
     with pytest.raises(polymask.PolymaskError, match="none of the columns .'molecule'. .*DataFrame.rename"):
         model.predict(frame.rename(columns={"smiles": "molecule"}))
 

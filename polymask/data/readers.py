@@ -120,14 +120,16 @@ def file_kind(path: Path) -> str:
 
 def pick_column(available: Sequence[str], wanted: str | None, defaults: Sequence[str], source: str,
                 option: str = "--column") -> str:
-    """The column to read: the one asked for, else the first default present (case-insensitive); the error for
-    none present tells to name one with ``option``."""
+    """The column to read: the one asked for, else the first default present (case-insensitive, a column named
+    exactly so first); the error for none present tells to name one with ``option``."""
     if wanted is not None:
         if wanted not in available:
             raise DataError(f"{source}: no column '{wanted}'; columns are {list(available)}{tab_hint(available)}")
         return wanted
     lowered = {name.lower(): name for name in available}
     for candidate in defaults:
+        if candidate in available:
+            return candidate
         if candidate.lower() in lowered:
             return lowered[candidate.lower()]
     raise DataError(f"{source}: none of the columns {list(available)} is one of {list(dict.fromkeys(defaults))}; "
