@@ -304,3 +304,10 @@ def test_json_lines_ids_come_back_as_written_and_a_mixed_column_is_one_line_for_
     error = capsys.readouterr().err
     assert "column id" in error and "write .csv" in error and "Traceback" not in error
     assert not (tmp_path / "q.parquet").exists()
+    # an id beyond int64 (a 64-bit hash) and a column of empty objects: one line each, no file
+    for row, words in (({"id": 2 ** 63}, "an integer beyond Parquet's int64 in column id"),
+                       ({"meta": {}}, "struct type 'meta' with no child field")):
+        records.write_text(json.dumps({**row, "smiles": smiles[0]}) + "\n")
+        assert main(["predict", "--model", model, "--data", str(records), "--out", str(tmp_path / "q.parquet"),
+                     "--quiet"]) == 2
+        assert words in capsys.readouterr().err and not (tmp_path / "q.parquet").exists()

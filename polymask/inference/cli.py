@@ -47,7 +47,7 @@ def _input_table(args: argparse.Namespace, applied: Any) -> Any:
 
 def _arrow_table(frame: Any, out: Path) -> Any:
     """``frame`` as an Arrow table for ``out``; a column Parquet cannot hold (a JSON-lines column with numbers
-    in some rows and strings in others) is one line naming it."""
+    in some rows and strings in others, or an integer beyond int64) is one line naming it."""
     import pyarrow as pa
 
     try:
@@ -55,12 +55,32 @@ def _arrow_table(frame: Any, out: Path) -> Any:
     except (pa.ArrowInvalid, pa.ArrowTypeError) as exc:
         raise DataError(f"cannot write {out}: {'; '.join(map(str, exc.args))} (a Parquet column holds one type; "
                         f"write .csv instead)") from None
+    except OverflowError:
+        columns = ", ".join(str(name) for name in frame.columns if _overflows(frame[name]))
+        raise DataError(f"cannot write {out}: an integer beyond Parquet's int64 in column {columns} (write .csv "
+                        f"instead)") from None
+
+
+def _overflows(values: Any) -> bool:
+    """Whether a column holds an integer Arrow cannot hold (an object column keeps JSON's integers unbounded)."""
+    import pyarrow as pa
+
+    try:
+        pa.array(values, from_pandas=True)
+    except OverflowError:
+        return True
+    return False
 
 
 def _write_parquet(table: Any, out: Path) -> None:
+    """Write ``table`` to ``out``; a column type Parquet lacks (a JSON-lines column of empty objects) is one line."""
+    import pyarrow as pa
     import pyarrow.parquet as pq
 
-    _write_atomically(out, lambda tmp: pq.write_table(table, tmp))
+    try:
+        _write_atomically(out, lambda tmp: pq.write_table(table, tmp))
+    except pa.ArrowNotImplementedError as exc:
+        raise DataError(f"cannot write {out}: {exc} (write .csv instead)") from None
 
 
 def _write_table(frame: Any, out: Path) -> None:
