@@ -313,3 +313,15 @@ def test_json_lines_ids_come_back_as_written_and_a_mixed_column_is_one_line_for_
         assert main(["predict", "--model", model, "--data", str(records), "--out", str(tmp_path / "q.parquet"),
                      "--quiet"]) == 2
         assert words in capsys.readouterr().err and not (tmp_path / "q.parquet").exists()
+
+
+def test_an_interrupted_write_leaves_neither_the_file_nor_its_temporary(tmp_path):
+    from polymask.inference.cli import _write_atomically
+
+    def interrupted(tmp: Path) -> None:
+        tmp.write_text("half")
+        raise KeyboardInterrupt
+
+    with pytest.raises(KeyboardInterrupt):
+        _write_atomically(tmp_path / "p.csv", interrupted)
+    assert list(tmp_path.iterdir()) == []

@@ -25,6 +25,9 @@ def _write_atomically(out: Path, write: Callable[[Path], Any]) -> None:
     except OSError as exc:
         tmp.unlink(missing_ok=True)
         raise DataError(f"cannot write {out}: {exc.strerror or exc}") from None
+    except BaseException:  # a value the format cannot hold, Ctrl-C: no half-written temporary file stays behind
+        tmp.unlink(missing_ok=True)
+        raise
 
 
 def _check_suffix(out: Path, formats: tuple[str, ...]) -> None:
