@@ -2,11 +2,12 @@
 from __future__ import annotations
 
 import argparse
+import atexit
 import difflib
 import os
 import sys
 from pathlib import Path
-from typing import Any, Callable
+from typing import Any, Callable, NoReturn
 
 from polymask.builtin_models import checkpoint_path
 from polymask.cli_options import add_model_options, add_plugin_option, settings_from
@@ -322,16 +323,28 @@ def build_parser() -> argparse.ArgumentParser:
 
 
 def main(argv: list[str] | None = None) -> int:
-    """Run one verb; a fault a user can cause ends in one line on stderr and a non-zero exit status."""
+    """Run one verb; a fault a user can cause ends in one line on stderr and a non-zero exit status.
+
+    A torchrun worker ends here (``end_worker``) rather than in interpreter teardown."""
+    code = _run_verb(argv)
+    if _is_torchrun_worker():
+        end_worker(code)
+    return code
+
+
+def _is_torchrun_worker() -> bool:
+    return int(os.environ.get("WORLD_SIZE", "1")) > 1
+
+
+def _run_verb(argv: list[str] | None) -> int:
     args = build_parser().parse_args(argv)
     try:
         load_plugins(getattr(args, "plugin", None))
         return args.handler(args)
     except (PolymaskError, UnknownNameError) as exc:
         print(f"polymask: error: {exc}", file=sys.stderr, flush=True)
-        if isinstance(exc, RankLost) and int(os.environ.get("WORLD_SIZE", "1")) > 1:  # a torchrun worker:
-            sys.stdout.flush()  # tearing down a group whose peer is gone can wait out each queued collective
-            os._exit(2)
+        if isinstance(exc, RankLost) and _is_torchrun_worker():
+            end_worker(2, exit_handlers=False)  # they could wait on the group whose peer is gone
         return 2
     except OSError as exc:  # a file or folder the verb could not use, when nothing more specific caught it
         where = f"{exc.filename}: " if exc.filename else ""
@@ -340,6 +353,21 @@ def main(argv: list[str] | None = None) -> int:
     except KeyboardInterrupt as exc:
         print(f"polymask: {getattr(exc, 'message', 'interrupted')}", file=sys.stderr)
         return getattr(exc, "exit_code", 130)
+
+
+def end_worker(code: int, exit_handlers: bool = True) -> NoReturn:
+    """Exit a torchrun worker with ``code`` (after its ``atexit`` handlers), skipping interpreter teardown.
+
+    FSDP2's sharded tensors leave the process group referenced from torch's sharding caches after
+    ``destroy_process_group``, so its gloo threads outlive the run, and a worker torn down around them can abort
+    ("terminate called without an active exception", SIGABRT) after a finished run. Teardown of a group whose
+    peer is gone (``RankLost``, which skips the handlers too) can wait out every queued collective. Every file
+    polymask writes is closed before this point."""
+    sys.stdout.flush()
+    sys.stderr.flush()
+    if exit_handlers:
+        atexit._run_exitfuncs()
+    os._exit(code)
 
 
 if __name__ == "__main__":

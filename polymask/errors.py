@@ -49,8 +49,9 @@ class RunBusy(PolymaskError):
 
 class RankLost(PolymaskError):
     """Another rank of a torchrun job stopped answering within ``train.dist_timeout``, or ended. The command line
-    exits at once after its one line (``os._exit``): the process group's teardown, at interpreter exit, can wait out
-    ``dist_timeout`` again for every collective still queued for the lost rank; a Python caller should do the same."""
+    exits after its one line without interpreter teardown (``polymask.cli.end_worker``): the process group's
+    teardown can wait out ``dist_timeout`` again for every collective still queued for the lost rank; a Python
+    caller should do the same."""
 
 
 class TrainingDiverged(PolymaskError):

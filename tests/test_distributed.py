@@ -1,4 +1,5 @@
 """torch.distributed: every record goes to exactly one rank; 2-process gloo DDP equals one process."""
+import atexit
 import json
 import os
 import subprocess
@@ -7,6 +8,7 @@ import sys
 import numpy as np
 import pytest
 
+from polymask.cli import main
 from polymask.data.batching import BatchSampler
 from polymask.training.distributed import DistributedContext
 
@@ -60,3 +62,23 @@ def test_two_process_gloo_run_matches_one_process_with_the_same_global_batch(tmp
     assert np.isclose(one[-1]["val_loss"], two[-1]["val_loss"], rtol=1e-4)
     assert json.loads((tmp_path / "multi" / "summary.json").read_text())["tokens"] == \
         json.loads((tmp_path / "single" / "summary.json").read_text())["tokens"]
+
+
+@pytest.mark.parametrize("argv, code", [(["models"], 0), (["train", "--modality", "no-such-modality"], 2)])
+def test_a_torchrun_worker_runs_its_exit_handlers_then_skips_interpreter_teardown(monkeypatch, argv, code):
+    """FSDP2 leaves the gloo group's threads alive after destroy_process_group (measured: 2 pt_gloo_runloop
+    threads remain, none under DDP); a worker torn down around them aborted once on CI after a finished run."""
+    events = []
+
+    def exit_now(status):
+        events.append(("os._exit", status))
+        raise SystemExit(status)
+
+    monkeypatch.setattr(atexit, "_run_exitfuncs", lambda: events.append("exit handlers"))
+    monkeypatch.setattr(os, "_exit", exit_now)
+    assert main(argv) == code  # a single process returns its status
+    assert events == []
+    monkeypatch.setenv("WORLD_SIZE", "2")
+    with pytest.raises(SystemExit):
+        main(argv)
+    assert events == ["exit handlers", ("os._exit", code)]

@@ -19,9 +19,11 @@ from polymask.errors import ConfigError
 pytestmark = pytest.mark.integration  # trains, fine-tunes or runs the command line end to end
 
 TORCHRUN = [sys.executable, "-m", "torch.distributed.run", "--standalone", "--nproc_per_node", "2"]
-#: A worker that records its exit status in $EXIT_DIR/<rank> (torchrun itself does not report it on SIGTERM).
-RECORD_EXIT = ("import os, sys; from polymask.cli import main; code = main(sys.argv[1:]); "
-               "open(os.path.join(os.environ['EXIT_DIR'], os.environ['RANK']), 'w').write(str(code)); sys.exit(code)")
+#: A worker that records its exit status in $EXIT_DIR/<rank> (torchrun itself does not report it on SIGTERM;
+#: the command line ends a worker with ``os._exit``).
+RECORD_EXIT = ("import os, sys; from polymask.cli import main; exit_now = os._exit; "
+               "os._exit = lambda code: (open(os.path.join(os.environ['EXIT_DIR'], os.environ['RANK']), 'w')"
+               ".write(str(code)), exit_now(code)); main(sys.argv[1:])")
 #: torchrun's wait between SIGTERM and SIGKILL when it stops a failed group (fixed, whatever --shutdown-timeout says).
 TORCHRUN_GRACE_S = 30
 
