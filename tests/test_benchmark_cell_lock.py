@@ -13,7 +13,7 @@ import pytest
 from polymask.errors import ConfigError
 from polymask.locks import acquire
 from polymask.modalities import MODALITIES
-from polymask.tasks.benchmark.runner import run_cells
+from polymask.tasks.benchmark.runner import run_benchmark, run_cells
 from polymask.tasks.benchmark.systems import System
 from polymask.tracking import TrackedRun
 
@@ -25,7 +25,7 @@ def counting_system(calls: list[int], lr: float = 1e-3) -> System:
 
     def run(task: Any, seed: int, model_dir: Path, tracked: TrackedRun) -> dict[str, Any]:
         calls.append(seed)
-        return {"task": TASK, "seed": seed, "metric": "mcc", "valid": {"mcc": 0.5}, "test": {"mcc": 0.5},
+        return {"task": task.spec.key, "seed": seed, "metric": "mcc", "valid": {"mcc": 0.5}, "test": {"mcc": 0.5},
                 "split": "predefined", "n_train": 1, "n_valid": 1, "n_test": 1, "skipped": 0, "truncated": 0}
 
     dna = MODALITIES.get("dna")
@@ -190,3 +190,29 @@ def test_weights_keys_recorded_since_a_cell_was_written_are_trusted_but_a_change
     run_cells([system({"sha256": "w", "tokenizer": "t1"})], [TASK], [0], tmp_path, progress=False)
     with pytest.raises(ConfigError, match="system.weights.tokenizer: then 't1', now 't2'"):
         run_cells([system({"sha256": "w", "tokenizer": "t2"})], [TASK], [0], tmp_path, progress=False)
+
+
+def test_finished_only_reports_the_finished_cells_runs_none_and_lists_the_rest(tmp_path: Path) -> None:
+    calls: list[int] = []
+    tasks = [TASK, "dna/splice"]
+    run_cells([counting_system(calls)], tasks, [0], tmp_path, progress=False)
+    running = tmp_path / "cells" / "counting" / "dna-ecoli_promoters" / "seed-1.lock"
+    other = acquire(running, lambda owner: owner)  # another process is running seed 1: not waited for
+    report = run_benchmark([counting_system(calls)], tasks, [0, 1, 2], tmp_path, "partial", progress=False,
+                           finished_only=True)
+    other.release()
+    assert calls == [0, 0]
+    results = json.loads((tmp_path / "results.json").read_text())
+    assert results["unfinished"] == [{"system": "counting", "task": task, "seed": seed}
+                                     for task in tasks for seed in (1, 2)]
+    assert [(row["task"], row["seeds"], row["mcc_values"]) for row in results["rows"]] == [(TASK, 1, [0.5]),
+                                                                                          ("dna/splice", 1, [0.5])]
+    text = report.read_text()
+    assert "**Partial:** 2 of 6 cells finished" in text and f"- {TASK} | counting | seeds 1, 2" in text
+    assert "| counting | **0.500** | **0.500** | – |" in text  # no task mean over a row with cells to come
+    run_cells([counting_system(calls)], tasks, [0, 1, 2], tmp_path, progress=False)
+    text = run_benchmark([counting_system(calls)], tasks, [0, 1, 2], tmp_path, "done", progress=False,
+                         finished_only=True).read_text()
+    assert calls == [0, 0, 1, 2, 1, 2]
+    assert "Partial" not in text and "| counting | **0.500 ± 0.000** | **0.500 ± 0.000** | 0.500 ± 0.000 |" in text
+    assert json.loads((tmp_path / "results.json").read_text())["unfinished"] == []

@@ -127,8 +127,9 @@ def default_benchmark_out(name: str) -> Path:
 
 def run_benchmark_verb(name: str, checkpoints: Sequence[Path], tasks: Sequence[str] | None,
                        seeds: int | Sequence[int], references: bool, out: Path | None, data_dir: Path | None,
-                       progress: bool, given: dict[str, Any]) -> Path:
-    """The results folder of ``polymask benchmark``'s run: ``given`` settings over the benchmark's recipe."""
+                       progress: bool, given: dict[str, Any], finished_only: bool = False) -> Path:
+    """The results folder of ``polymask benchmark``'s run: ``given`` settings over the benchmark's recipe
+    (``finished_only``: its report from the cells already finished, running none)."""
     if not checkpoints:
         raise ConfigError("no checkpoint to benchmark: give at least one")
     keys = benchmark_tasks(name, list(tasks) if tasks else None)
@@ -138,22 +139,24 @@ def run_benchmark_verb(name: str, checkpoints: Sequence[Path], tasks: Sequence[s
         systems += reference_systems(name, systems[0].modality, config)
     folder = out or default_benchmark_out(name)
     run_benchmark(systems, keys, seed_list(seeds), folder, f"{name} benchmark", data_dir,
-                  report_settings(config, _data_location(data_dir)), progress)
+                  report_settings(config, _data_location(data_dir)), progress, finished_only=finished_only)
     return folder
 
 
 def benchmark(name: str, checkpoints: Sequence[str | Path], *, tasks: Sequence[str] | None = None,
               seeds: int | Sequence[int] = 3, references: bool = True, out: str | Path | None = None,
-              data_dir: str | Path | None = None, progress: bool = False, **settings: Any) -> "pd.DataFrame":
+              data_dir: str | Path | None = None, progress: bool = False, finished_only: bool = False,
+              **settings: Any) -> "pd.DataFrame":
     """Fine-tune every checkpoint on benchmark ``name``'s ``tasks`` (default: its default set; ``["all"]``: every
     task) with ``seeds`` (a count or the seeds), beside the untrained twin and the benchmark's reference rows unless
-    ``references`` is off, as ``polymask benchmark`` does. Returns the results table (``<out>/results.csv``: one row
+    ``references`` is off, as ``polymask benchmark`` does (``finished_only``: run no cell, report the finished ones
+    and list the rest under ``unfinished`` in results.json). Returns the results table (``<out>/results.csv``: one row
     per system and task, mean, std and per-seed values of the task's metric on its evaluation split)."""
     import pandas as pd
 
     folder = run_benchmark_verb(name, [checkpoint_path(str(c)) for c in checkpoints], tasks, seeds, references,
                                 Path(out) if out is not None else None, Path(data_dir) if data_dir else None,
-                                progress, settings)
+                                progress, settings, finished_only)
     return pd.read_csv(folder / "results.csv")
 
 

@@ -57,7 +57,7 @@ def cmd_benchmark(args: argparse.Namespace) -> int:
     from polymask.tasks.api import run_benchmark_verb
 
     folder = run_benchmark_verb(args.benchmark, args.checkpoint, args.tasks, args.seeds, not args.no_references,
-                                args.out, args.data_dir, not args.quiet, given_settings(args))
+                                args.out, args.data_dir, not args.quiet, given_settings(args), args.finished_only)
     print((folder / "results.md").read_text())
     return 0
 
@@ -127,6 +127,9 @@ def add_commands(sub: argparse._SubParsersAction) -> None:
     benchmark.add_argument("--no-references", action="store_true",
                            help="skip the untrained row (the first polymask checkpoint's architecture, else the first "
                                 "Hugging Face folder's, randomly initialised) and the reference rows")
+    benchmark.add_argument("--finished-only", action="store_true",
+                           help="run no cell: write the report from the cells already finished in --out and list the "
+                                "rest (where a benchmark that spans sessions, or runs in another process, stands)")
     add_finetune_options(benchmark, "runs/benchmark-<benchmark>")
     add_plugin_option(benchmark, "custom modalities and task kinds")
     benchmark.set_defaults(handler=cmd_benchmark)

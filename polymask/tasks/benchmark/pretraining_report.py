@@ -10,7 +10,7 @@ from typing import Any
 import numpy as np
 
 from polymask.jsonio import atomic_path
-from polymask.tasks.benchmark.report import AVERAGED, average_groups, reference_row, seed_averages
+from polymask.tasks.benchmark.report import AVERAGED, average_groups, incomplete_rows, reference_row, seed_averages
 from polymask.tasks.metrics.scoring import METRICS
 from polymask.tasks.metrics.significance import NOISE_P, welch_verdict
 
@@ -54,6 +54,8 @@ def pretraining_sections(rows: list[dict[str, Any]], results: dict[str, Any], ou
     """Markdown lines of both sections (none when no row is a pretrained checkpoint); writes scaling.png."""
     tokens: dict[str, int] = {k: v for k, v in results.get("pretraining_tokens", {}).items() if v is not None}
     means = group_seed_means(rows, results["task_order"])
+    for system in incomplete_rows(results):  # a partial report: no row's task average may leave tasks out
+        means.pop(system, None)
     pretrained = [s for s in tokens if s in means]
     if not pretrained:
         return []

@@ -114,7 +114,15 @@ def _task_average(rows: list[dict[str, Any]]) -> str:
     return "n/a" if np.isnan(per_seed).any() else f"{per_seed.mean():.3f} ± {per_seed.std():.3f}"
 
 
-def _main_table(rows: list[dict[str, Any]], systems: list[str], tasks: list[str]) -> list[str]:
+def incomplete_rows(results: dict[str, Any]) -> set[str]:
+    """Rows with cells not finished yet (a report written with ``finished_only``), and their test-time averaged
+    twins: an average over their tasks would leave the unfinished ones out."""
+    names = {cell["system"] for cell in results.get("unfinished", [])}
+    return names | {name + AVERAGED for name in names}
+
+
+def _main_table(rows: list[dict[str, Any]], systems: list[str], tasks: list[str],
+                incomplete: Collection[str] = ()) -> list[str]:
     by_key = {(r["system"], r["task"]): r for r in rows}
     metrics = {r["task"]: (r["metric"], r["higher_is_better"]) for r in rows}
     tasks = [t for t in tasks if t in metrics]
@@ -136,7 +144,8 @@ def _main_table(rows: list[dict[str, Any]], systems: list[str], tasks: list[str]
             cells.append(f"**{text}**" if best.get(task) == system else text)
         for members in summaries.values():
             present = [by_key[(system, t)] for t in members if (system, t) in by_key]
-            cells.append(_task_average(present) if len(present) == len(members) else "–")
+            whole = len(present) == len(members) and system not in incomplete
+            cells.append(_task_average(present) if whole else "–")
         lines.append(f"| {system} | " + " | ".join(cells) + " |")
     return lines
 
@@ -196,14 +205,15 @@ def _plot(path: Path, rows: list[dict[str, Any]], systems: list[str], tasks: lis
     plt.close(figure)
 
 
-def _validation_section(valid_rows: list[dict[str, Any]], systems: list[str], tasks: list[str]) -> list[str]:
+def _validation_section(valid_rows: list[dict[str, Any]], systems: list[str], tasks: list[str],
+                        incomplete: Collection[str]) -> list[str]:
     """The same table on the validation splits: what settings, checkpoints and recipes are chosen on."""
     if not valid_rows:
         return []
     return ["", "## Validation scores", "",
             "The validation split of each task at the epoch each cell chose (mean ± std over seeds): choose "
             "checkpoints and fine-tuning settings on these, never on the table above.", ""] + _main_table(
-        valid_rows, systems, tasks)
+        valid_rows, systems, tasks, incomplete)
 
 
 def _skipped_rows_section(details: dict[str, dict], tasks: list[str]) -> list[str]:
@@ -211,6 +221,19 @@ def _skipped_rows_section(details: dict[str, dict], tasks: list[str]) -> list[st
     lines = [f"- {task}: {example['source']}:{example['line']}: {example['reason']}"
              for task in tasks for example in (details.get(task) or {}).get("skipped_examples", [])]
     return ["", "Skipped rows (the first of each task):", ""] + lines if lines else []
+
+
+def _unfinished_note(unfinished: list[dict[str, Any]], total: int) -> list[str]:
+    """The cells not finished yet, by system and task (a report written with ``finished_only``)."""
+    if not unfinished:
+        return []
+    seeds: dict[tuple[str, str], list[int]] = {}
+    for cell in unfinished:
+        seeds.setdefault((cell["system"], cell["task"]), []).append(cell["seed"])
+    return ([f"**Partial:** {total - len(unfinished)} of {total} cells finished (the rows cover those only; a mean "
+             f"column averages only a row whose cells all finished). Not finished:", ""]
+            + [f"- {task} | {system} | seeds {', '.join(map(str, numbers))}" for (system, task), numbers in seeds.items()]
+            + [""])
 
 
 def write_report(out: Path, title: str, rows: list[dict[str, Any]], results: dict[str, Any],
@@ -226,12 +249,14 @@ def write_report(out: Path, title: str, rows: list[dict[str, Any]], results: dic
              f"best per column in bold; a mean column averages the tasks of one metric, or GLUE's tasks (± the std over seeds of the "
              f"per-seed averages). Wall time {results['wall_time_s']} s (cells run in this invocation); fine-tuning compute "
              f"{duration(cell_seconds(results['cells']))} summed over all cells.", ""]
+    lines += _unfinished_note(results.get("unfinished", []), results.get("cells_total", 0))
     used = precisions(results["cells"])
     lines += [f"- {key}: {value}" for key, value in settings.items()] + ([f"- precision used: {used}"] if used else [])
     lines += [""]
-    lines += _main_table(rows, systems, tasks) + _further_metrics(rows, systems, tasks)
+    incomplete = incomplete_rows(results)
+    lines += _main_table(rows, systems, tasks, incomplete) + _further_metrics(rows, systems, tasks)
     lines += sections or []
-    lines += _validation_section(valid_rows or [], systems, tasks)
+    lines += _validation_section(valid_rows or [], systems, tasks, incomplete)
     lines += ["", "## Tasks", "", "| task | split | evaluated on | metric | train / valid / test | rows skipped "
               "(invalid or unlabelled) | duplicates removed | truncated |", "|---|---|---|---|---|---|---|---|"]
     for task in tasks:

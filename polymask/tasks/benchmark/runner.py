@@ -131,9 +131,11 @@ def require_distinct_rows(systems: list[System]) -> None:
 
 
 def run_cells(systems: list[System], tasks: Sequence[str | TaskSpec], seeds: list[int], out: Path,
-              data_dir: Path | None = None, progress: bool = True, missing_ok: bool = True) -> dict[str, Any]:
+              data_dir: Path | None = None, progress: bool = True, missing_ok: bool = True,
+              finished_only: bool = False) -> dict[str, Any]:
     """Run (or reuse) every cell of ``tasks`` (keys, or in-memory specs such as a user's own table's); returns
-    {"cells": [...], "missing": {task: reason}, "tasks": {...}}."""
+    {"cells": [...], "missing": {task: reason}, "tasks": {...}, "cells_total": n, "unfinished": [...], ...}.
+    ``finished_only``: run no cell; those not finished yet are listed under "unfinished" ({system, task, seed})."""
     require_distinct_rows(systems)
     started = time.perf_counter()
     specs = [as_task_spec(task) for task in tasks]
@@ -143,7 +145,7 @@ def run_cells(systems: list[System], tasks: Sequence[str | TaskSpec], seeds: lis
     bar = progress_bar(total=len(todo), disable=not progress, unit="cell", desc="benchmark")
     done: dict[int, dict[str, Any]] = {}
     identities: dict[int, dict[str, Any]] = {}  # the data identity of each loaded task, hashed once
-    busy = []
+    busy, unfinished = [], []
     for index, (system, spec, seed) in enumerate(todo):
         task = loaded[(spec.key, system.modality.config.model_dump_json())]
         details[spec.key] = {"split": task.protocol, "evaluated_on": spec.evaluated_on, "metric": spec.metric,
@@ -152,7 +154,12 @@ def run_cells(systems: list[System], tasks: Sequence[str | TaskSpec], seeds: lis
         bar.set_postfix_str(f"{spec.key} | {system.name} | seed {seed}")
         if id(task) not in identities:
             identities[id(task)] = data_identity(task)
-        cell = _cell(system, task, seed, out, cell_path(out, system, spec, seed), False, identities[id(task)])
+        path = cell_path(out, system, spec, seed)
+        if finished_only and not path.is_file():
+            unfinished.append({"system": system.name, "task": spec.key, "seed": seed})
+            bar.update(1)
+            continue
+        cell = _cell(system, task, seed, out, path, False, identities[id(task)])
         if cell is None:
             busy.append((index, task))
             continue
@@ -164,9 +171,9 @@ def run_cells(systems: list[System], tasks: Sequence[str | TaskSpec], seeds: lis
         done[index] = _cell(system, task, seed, out, cell_path(out, system, spec, seed), True, identities[id(task)])
         bar.update(1)
     bar.close()
-    cells, descriptions = with_averaged_rows([done[index] for index in range(len(todo))],
+    cells, descriptions = with_averaged_rows([done[index] for index in sorted(done)],
                                              {s.name: s.description for s in systems})
-    return {"cells": cells, "missing": missing, "tasks": details,
+    return {"cells": cells, "missing": missing, "tasks": details, "cells_total": len(todo), "unfinished": unfinished,
             "wall_time_s": round(time.perf_counter() - started, 1),
             "systems": descriptions, "seeds": seeds,
             "pretraining_tokens": {name: tokens for s in systems if (tokens := s.pretraining_tokens) is not None
@@ -204,14 +211,15 @@ def report_settings(config: FinetuneConfig, data: str) -> dict[str, Any]:
 
 def run_benchmark(systems: list[System], tasks: Sequence[str | TaskSpec], seeds: list[int], out: Path, title: str,
                   data_dir: Path | None = None, settings: dict[str, Any] | None = None,
-                  progress: bool = True, missing_ok: bool = True) -> Path:
+                  progress: bool = True, missing_ok: bool = True, finished_only: bool = False) -> Path:
     """Run every cell of ``tasks`` (keys or specs) and write ``<out>/results.{md,csv,json}`` (+ ``results.png``);
     returns the .md path.
     With ``progress``, a bar counts cells and another, under it, the epochs and steps inside the cell.
-    ``missing_ok``: a task whose files are found nowhere is listed as not run (else it fails)."""
+    ``missing_ok``: a task whose files are found nowhere is listed as not run (else it fails).
+    ``finished_only``: run no cell; report the finished ones and list the rest (a benchmark spanning sessions)."""
     make_dir(out)
     with inner_progress(progress):
-        results = run_cells(systems, tasks, seeds, out, data_dir, progress, missing_ok)
+        results = run_cells(systems, tasks, seeds, out, data_dir, progress, missing_ok, finished_only)
     rows = aggregate(results)
     return write_report(out, title, rows, results, settings or {}, aggregate(results, "valid"),
                         pretraining_sections(rows, results, out))
