@@ -28,9 +28,12 @@ def merge(parts: list[dict[str, Any]], labels: list[str]) -> dict[str, Any]:
         raise SystemExit("the files were run with different seeds")
     if len({tuple(part["task_order"]) for part in parts}) != 1:
         raise SystemExit("the files were run on different tasks")
+    if any(part.get("unfinished") for part in parts):
+        raise SystemExit("a file is a partial report (--finished-only, cells still to run): merge finished ones")
     counts = Counter(system for part in parts for system in part["systems"])
     # per-row summaries are the first file's alone: leave them out (the scripts read the cells)
-    kept = {key: value for key, value in parts[0].items() if key not in ("rows", "valid_rows", "pretraining_tokens")}
+    kept = {key: value for key, value in parts[0].items() if key not in ("rows", "valid_rows", "pretraining_tokens",
+                                                                           "cells_total", "unfinished")}
     merged: dict[str, Any] = {**kept, "systems": [], "cells": []}
     for part, label in zip(parts, labels):
         for system in part["systems"]:

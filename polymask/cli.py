@@ -6,6 +6,7 @@ import atexit
 import difflib
 import os
 import sys
+import traceback
 from pathlib import Path
 from typing import Any, Callable, NoReturn
 
@@ -325,15 +326,28 @@ def build_parser() -> argparse.ArgumentParser:
 def main(argv: list[str] | None = None) -> int:
     """Run one verb; a fault a user can cause ends in one line on stderr and a non-zero exit status.
 
-    A torchrun worker ends here (``end_worker``) rather than in interpreter teardown."""
-    code = _run_verb(argv)
-    if _is_torchrun_worker():
+    A process that joined a torchrun process group ends here (``end_worker``), whatever the verb raised, rather
+    than in interpreter teardown; call ``polymask.train`` and the other Python functions to keep the process."""
+    try:
+        code = _run_verb(argv)
+    except SystemExit as exc:  # argparse's usage errors and --help
+        code = exc.code if isinstance(exc.code, int) else 0 if exc.code is None else 2
+        if not joined_process_group():
+            raise
+    except BaseException:
+        if not joined_process_group():
+            raise
+        traceback.print_exc()
+        code = 1
+    if joined_process_group():
         end_worker(code)
     return code
 
 
-def _is_torchrun_worker() -> bool:
-    return int(os.environ.get("WORLD_SIZE", "1")) > 1
+def joined_process_group() -> bool:
+    """Whether a verb of this process joined a torchrun process group (torch is not imported to find out)."""
+    distributed = sys.modules.get("polymask.training.distributed")
+    return distributed is not None and distributed.joined_process_group()
 
 
 def _run_verb(argv: list[str] | None) -> int:
@@ -343,7 +357,7 @@ def _run_verb(argv: list[str] | None) -> int:
         return args.handler(args)
     except (PolymaskError, UnknownNameError) as exc:
         print(f"polymask: error: {exc}", file=sys.stderr, flush=True)
-        if isinstance(exc, RankLost) and _is_torchrun_worker():
+        if isinstance(exc, RankLost) and joined_process_group():
             end_worker(2, exit_handlers=False)  # they could wait on the group whose peer is gone
         return 2
     except OSError as exc:  # a file or folder the verb could not use, when nothing more specific caught it
@@ -363,10 +377,12 @@ def end_worker(code: int, exit_handlers: bool = True) -> NoReturn:
     ("terminate called without an active exception", SIGABRT) after a finished run. Teardown of a group whose
     peer is gone (``RankLost``, which skips the handlers too) can wait out every queued collective. Every file
     polymask writes is closed before this point."""
-    sys.stdout.flush()
-    sys.stderr.flush()
     if exit_handlers:
+        sys.stdout.flush()
+        sys.stderr.flush()
         atexit._run_exitfuncs()
+    sys.stdout.flush()  # and whatever the handlers printed
+    sys.stderr.flush()
     os._exit(code)
 
 

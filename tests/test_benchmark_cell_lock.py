@@ -10,6 +10,7 @@ from typing import Any
 
 import pytest
 
+from polymask.cli import main
 from polymask.errors import ConfigError
 from polymask.locks import acquire
 from polymask.modalities import MODALITIES
@@ -216,3 +217,20 @@ def test_finished_only_reports_the_finished_cells_runs_none_and_lists_the_rest(t
     assert calls == [0, 0, 1, 2, 1, 2]
     assert "Partial" not in text and "| counting | **0.500 ± 0.000** | **0.500 ± 0.000** | 0.500 ± 0.000 |" in text
     assert json.loads((tmp_path / "results.json").read_text())["unfinished"] == []
+
+
+def test_finished_only_with_no_cells_refuses_a_folder_without_any_and_says_when_none_finished(tmp_path: Path,
+                                                                                              capsys) -> None:
+    missing = tmp_path / "typo"
+    assert main(["benchmark", "dna", "--checkpoint", "dna-gue-3mer-mlm-196k", "--tasks", "ecoli_promoters",
+                 "--out", str(missing), "--finished-only", "--quiet"]) == 2
+    assert capsys.readouterr().err.strip() == (f"polymask: error: {missing} holds no benchmark cells (no "
+                                               f"{missing / 'cells'}): nothing to report; check --out")
+    assert not missing.exists()
+    (tmp_path / "cells").mkdir()
+    (tmp_path / "results.png").write_bytes(b"an earlier report's plot")
+    calls: list[int] = []
+    text = run_benchmark([counting_system(calls)], [TASK], [0], tmp_path, "none yet", progress=False,
+                         finished_only=True).read_text()
+    assert calls == [] and "**Partial:** 0 of 1 cells finished" in text and "No cell has finished yet." in text
+    assert not (tmp_path / "results.png").exists()

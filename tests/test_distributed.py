@@ -8,8 +8,11 @@ import sys
 import numpy as np
 import pytest
 
+from polymask import cli
 from polymask.cli import main
 from polymask.data.batching import BatchSampler
+from polymask.errors import RankLost
+from polymask.training import distributed
 from polymask.training.distributed import DistributedContext
 
 pytestmark = pytest.mark.integration  # trains, fine-tunes or runs the command line end to end
@@ -64,8 +67,20 @@ def test_two_process_gloo_run_matches_one_process_with_the_same_global_batch(tmp
         json.loads((tmp_path / "single" / "summary.json").read_text())["tokens"]
 
 
-@pytest.mark.parametrize("argv, code", [(["models"], 0), (["train", "--modality", "no-such-modality"], 2)])
-def test_a_torchrun_worker_runs_its_exit_handlers_then_skips_interpreter_teardown(monkeypatch, argv, code):
+def _raise(exc: BaseException):
+    def load_plugins(_names):
+        raise exc
+    return load_plugins
+
+
+@pytest.mark.parametrize("argv, fault, code, handlers", [
+    (["models"], None, 0, True),
+    (["train", "--modality", "no-such-modality"], None, 2, True),
+    (["no-such-verb"], None, 2, True),  # argparse's usage error
+    (["models"], RuntimeError("a bug"), 1, True),  # an uncaught exception: its traceback, then the same ending
+    (["models"], RankLost("rank 0: lost contact with another rank"), 2, False),  # handlers could wait on the group
+])
+def test_a_torchrun_worker_ends_with_os_exit_after_its_exit_handlers(monkeypatch, capsys, argv, fault, code, handlers):
     """FSDP2 leaves the gloo group's threads alive after destroy_process_group (measured: 2 pt_gloo_runloop
     threads remain, none under DDP); a worker torn down around them aborted once on CI after a finished run."""
     events = []
@@ -76,9 +91,20 @@ def test_a_torchrun_worker_runs_its_exit_handlers_then_skips_interpreter_teardow
 
     monkeypatch.setattr(atexit, "_run_exitfuncs", lambda: events.append("exit handlers"))
     monkeypatch.setattr(os, "_exit", exit_now)
-    assert main(argv) == code  # a single process returns its status
+    if fault is not None:
+        monkeypatch.setattr(cli, "load_plugins", _raise(fault))
+    monkeypatch.setenv("WORLD_SIZE", "2")  # set by torchrun; a process that joined no group still returns
+    if argv[0] == "no-such-verb":
+        pytest.raises(SystemExit, main, argv)
+    elif isinstance(fault, RuntimeError):
+        pytest.raises(RuntimeError, main, argv)  # a process that joined no group raises as before
+    else:
+        assert main(argv) == code
     assert events == []
-    monkeypatch.setenv("WORLD_SIZE", "2")
+    monkeypatch.setattr(distributed, "_joined", True)
     with pytest.raises(SystemExit):
         main(argv)
-    assert events == ["exit handlers", ("os._exit", code)]
+    ending = events[:events.index(("os._exit", code)) + 1]  # the real os._exit never returns
+    assert ending == ["exit handlers"] * handlers + [("os._exit", code)]
+    if isinstance(fault, RuntimeError):
+        assert "RuntimeError: a bug" in capsys.readouterr().err

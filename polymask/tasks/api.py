@@ -150,7 +150,8 @@ def benchmark(name: str, checkpoints: Sequence[str | Path], *, tasks: Sequence[s
     """Fine-tune every checkpoint on benchmark ``name``'s ``tasks`` (default: its default set; ``["all"]``: every
     task) with ``seeds`` (a count or the seeds), beside the untrained twin and the benchmark's reference rows unless
     ``references`` is off, as ``polymask benchmark`` does (``finished_only``: run no cell, report the finished ones
-    and list the rest under ``unfinished`` in results.json). Returns the results table (``<out>/results.csv``: one row
+    and list the rest under ``unfinished`` in results.json; the table's ``seeds`` then counts each row's finished
+    seeds). Returns the results table (``<out>/results.csv``: one row
     per system and task, mean, std and per-seed values of the task's metric on its evaluation split)."""
     import pandas as pd
 

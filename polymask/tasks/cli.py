@@ -129,7 +129,8 @@ def add_commands(sub: argparse._SubParsersAction) -> None:
                                 "Hugging Face folder's, randomly initialised) and the reference rows")
     benchmark.add_argument("--finished-only", action="store_true",
                            help="run no cell: write the report from the cells already finished in --out and list the "
-                                "rest (where a benchmark that spans sessions, or runs in another process, stands)")
+                                "rest (where a benchmark that spans sessions, or runs in another process, stands); "
+                                "the tasks' data is read, to check each cell was run the same way")
     add_finetune_options(benchmark, "runs/benchmark-<benchmark>")
     add_plugin_option(benchmark, "custom modalities and task kinds")
     benchmark.set_defaults(handler=cmd_benchmark)

@@ -23,6 +23,9 @@ from torch import nn
 
 T = TypeVar("T")
 
+#: whether this process initialised a process group (``joined_process_group``)
+_joined = False
+
 
 @dataclass(frozen=True)
 class DistributedContext:
@@ -76,10 +79,18 @@ def init_distributed(device_name: str, timeout_s: float) -> DistributedContext:
         torch.cuda.set_device(local_rank)
     owns_group = not dist.is_initialized()
     if owns_group:
+        global _joined
+        _joined = True
         timeout = datetime.timedelta(seconds=timeout_s)
         dist.init_process_group(backend="nccl" if use_cuda else "gloo", timeout=timeout, store=_attempt_store(timeout),
                                 rank=rank, world_size=world_size)
     return DistributedContext(rank, world_size, local_rank, owns_group)
+
+
+def joined_process_group() -> bool:
+    """Whether this process initialised a process group (``init_distributed`` under torchrun), even one it has
+    since destroyed: the command line then ends the process with ``polymask.cli.end_worker``."""
+    return _joined
 
 
 def _attempt_store(timeout: datetime.timedelta) -> dist.Store | None:

@@ -230,8 +230,8 @@ def _unfinished_note(unfinished: list[dict[str, Any]], total: int) -> list[str]:
     seeds: dict[tuple[str, str], list[int]] = {}
     for cell in unfinished:
         seeds.setdefault((cell["system"], cell["task"]), []).append(cell["seed"])
-    return ([f"**Partial:** {total - len(unfinished)} of {total} cells finished (the rows cover those only; a mean "
-             f"column averages only a row whose cells all finished). Not finished:", ""]
+    return ([f"**Partial:** {total - len(unfinished)} of {total} cells finished (the rows cover those only; a row "
+             f"with cells still to run gets no task mean and no test against the untrained row). Not finished:", ""]
             + [f"- {task} | {system} | seeds {', '.join(map(str, numbers))}" for (system, task), numbers in seeds.items()]
             + [""])
 
@@ -254,7 +254,10 @@ def write_report(out: Path, title: str, rows: list[dict[str, Any]], results: dic
     lines += [f"- {key}: {value}" for key, value in settings.items()] + ([f"- precision used: {used}"] if used else [])
     lines += [""]
     incomplete = incomplete_rows(results)
-    lines += _main_table(rows, systems, tasks, incomplete) + _further_metrics(rows, systems, tasks)
+    if rows:
+        lines += _main_table(rows, systems, tasks, incomplete) + _further_metrics(rows, systems, tasks)
+    else:
+        lines += ["No cell has finished yet."]
     lines += sections or []
     lines += _validation_section(valid_rows or [], systems, tasks, incomplete)
     lines += ["", "## Tasks", "", "| task | split | evaluated on | metric | train / valid / test | rows skipped "
@@ -285,4 +288,6 @@ def write_report(out: Path, title: str, rows: list[dict[str, Any]], results: dic
                                       "valid_rows": valid_rows or [], **results}, default=str)
     if rows:
         _plot(out / "results.png", rows, systems, tasks)
+    else:  # an earlier report's plot is not this one's
+        (out / "results.png").unlink(missing_ok=True)
     return out / "results.md"

@@ -65,12 +65,22 @@ def cell_path(out: Path, system: System, spec: TaskSpec, seed: int) -> Path:
     return out / "cells" / slug(system.name) / slug(spec.key) / f"seed-{seed}.json"
 
 
+def cell_identity(system: System, task: Any, data: dict[str, Any]) -> dict[str, Any]:
+    """What a cell must have been run with to be reused: the system's identity for the task, and the data's."""
+    return json.loads(dumps({"system": system.identity(task.spec.name), "data": data}, default=str))
+
+
+def _finished_cell(path: Path, system: System, task: Any, data: dict[str, Any]) -> dict[str, Any] | None:
+    """The cell's result if it is finished (and was run the same way), else None; never runs it."""
+    return reused_cell(path, cell_identity(system, task, data)) if path.is_file() else None
+
+
 def _cell(system: System, task: Any, seed: int, out: Path, path: Path, wait: bool,
           data: dict[str, Any]) -> dict[str, Any] | None:
     """The cell's result: read when finished (and run the same way: the system's identity for the task and the
     ``data`` identity), else run under the cell's lock (so two benchmark processes on one folder share the cells).
     ``None`` when another process holds the lock and ``wait`` is off."""
-    identity = json.loads(dumps({"system": system.identity(task.spec.name), "data": data}, default=str))
+    identity = cell_identity(system, task, data)
     if path.is_file():
         return reused_cell(path, identity)
     make_dir(path.parent)
@@ -155,8 +165,11 @@ def run_cells(systems: list[System], tasks: Sequence[str | TaskSpec], seeds: lis
         if id(task) not in identities:
             identities[id(task)] = data_identity(task)
         path = cell_path(out, system, spec, seed)
-        if finished_only and not path.is_file():
-            unfinished.append({"system": system.name, "task": spec.key, "seed": seed})
+        if finished_only:
+            if (finished := _finished_cell(path, system, task, identities[id(task)])) is None:
+                unfinished.append({"system": system.name, "task": spec.key, "seed": seed})
+            else:
+                done[index] = finished
             bar.update(1)
             continue
         cell = _cell(system, task, seed, out, path, False, identities[id(task)])
@@ -217,6 +230,8 @@ def run_benchmark(systems: list[System], tasks: Sequence[str | TaskSpec], seeds:
     With ``progress``, a bar counts cells and another, under it, the epochs and steps inside the cell.
     ``missing_ok``: a task whose files are found nowhere is listed as not run (else it fails).
     ``finished_only``: run no cell; report the finished ones and list the rest (a benchmark spanning sessions)."""
+    if finished_only and not (out / "cells").is_dir():
+        raise ConfigError(f"{out} holds no benchmark cells (no {out / 'cells'}): nothing to report; check --out")
     make_dir(out)
     with inner_progress(progress):
         results = run_cells(systems, tasks, seeds, out, data_dir, progress, missing_ok, finished_only)
