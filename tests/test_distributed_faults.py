@@ -138,7 +138,9 @@ def test_torchrun_restarts_a_killed_worker_and_the_run_resumes_to_the_uninterrup
         assert not (run / "summary.json").exists()  # killed mid-run
         _, err = job.communicate(timeout=600)
     assert job.returncode == 0, err[-3000:]
-    assert "rank 0: lost contact with another rank" in err  # the first group did fail
+    # the first group did fail: torchrun logs the first failed worker it sees (rank 1 killed, or rank 0 ending on the
+    # lost contact before that; rank 0 may instead have been stopped by torchrun's SIGTERM, a race this test ignores)
+    assert "failed (exitcode: " in err, err[-3000:]
     summary = json.loads((run / "summary.json").read_text())
     assert (summary["status"], summary["steps"]) == ("completed", 60)
     one, two = _metrics(tmp_path / "whole"), _metrics(run)
