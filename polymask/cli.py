@@ -377,12 +377,13 @@ def end_worker(code: int, exit_handlers: bool = True) -> NoReturn:
     ("terminate called without an active exception", SIGABRT) after a finished run. Teardown of a group whose
     peer is gone (``RankLost``, which skips the handlers too) can wait out every queued collective. Every file
     polymask writes is closed before this point."""
+    streams = (sys.stdout, sys.stderr)
+    for stream in streams:
+        stream.flush()
     if exit_handlers:
-        sys.stdout.flush()
-        sys.stderr.flush()
         atexit._run_exitfuncs()
-    sys.stdout.flush()  # and whatever the handlers printed
-    sys.stderr.flush()
+        for stream in streams:  # what the handlers printed
+            stream.flush()
     os._exit(code)
 
 

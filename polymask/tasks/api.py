@@ -149,10 +149,10 @@ def benchmark(name: str, checkpoints: Sequence[str | Path], *, tasks: Sequence[s
               **settings: Any) -> "pd.DataFrame":
     """Fine-tune every checkpoint on benchmark ``name``'s ``tasks`` (default: its default set; ``["all"]``: every
     task) with ``seeds`` (a count or the seeds), beside the untrained twin and the benchmark's reference rows unless
-    ``references`` is off, as ``polymask benchmark`` does (``finished_only``: run no cell, report the finished ones
-    and list the rest under ``unfinished`` in results.json; the table's ``seeds`` then counts each row's finished
-    seeds). Returns the results table (``<out>/results.csv``: one row
-    per system and task, mean, std and per-seed values of the task's metric on its evaluation split)."""
+    ``references`` is off, as ``polymask benchmark`` does. Returns the results table (``<out>/results.csv``: one row
+    per system and task, mean, std and per-seed values of the task's metric on its evaluation split).
+    ``finished_only``: run no cell, report the finished ones and list the rest under ``unfinished`` in results.json
+    (the table's ``seeds`` then counts each row's finished seeds)."""
     import pandas as pd
 
     folder = run_benchmark_verb(name, [checkpoint_path(str(c)) for c in checkpoints], tasks, seeds, references,
