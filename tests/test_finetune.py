@@ -114,6 +114,22 @@ def test_a_short_fine_tuning_reports_its_compute_in_seconds_not_zero_minutes(tin
     report = (tiny_smiles_model.parents[3] / "results.md").read_text()  # out/cells/<system>/<task>/seed-N
     assert re.search(r"fine-tuning compute \d+\.\d s summed over all cells", report), report[:600]
     assert [duration(seconds) for seconds in (2.34, 90, 7200)] == ["2.3 s", "1.5 min", "2.0 h"]
+    assert re.search(r"\n\| moleculenet/esol \| [^|]+ \| 1 \| \d+\.\d s \| 1 \| 1 \|\n", report), report
+
+
+def test_the_compute_table_sums_seeds_per_task_and_row_and_lists_epochs_by_seed():
+    from polymask.tasks.benchmark.report import _compute_section
+
+    def cell(system, seed, seconds, **epochs):
+        return {"system": system, "task": "dna/tf_2", "seed": seed, "time_s": seconds, **epochs}
+
+    cells = [cell("encoder", 1, 600, best_epoch=13, epochs_run=21), cell("encoder", 0, 540, best_epoch=6, epochs_run=14),
+             cell("k-mer", 0, 30), cell("k-mer", 1, 36), cell("encoder + test-time average", 0, 0.0, best_epoch=6,
+                                                                 epochs_run=14)]
+    systems = ["encoder", "encoder + test-time average", "k-mer", "unfinished"]
+    assert _compute_section(cells, systems, ["dna/tf_2", "dna/tf_0"])[-3:] == ["|---|---|---:|---:|---|---|",
+        "| dna/tf_2 | encoder | 2 | 19.0 min | 14, 21 | 6, 13 |", "| dna/tf_2 | k-mer | 2 | 1.1 min | – | – |"]
+    assert _compute_section([], ["encoder"], ["dna/tf_2"]) == []
 
 
 def test_a_cap_that_leaves_a_scored_subset_with_one_class_is_one_line():

@@ -216,6 +216,23 @@ def _validation_section(valid_rows: list[dict[str, Any]], systems: list[str], ta
         valid_rows, systems, tasks, incomplete)
 
 
+def _compute_section(cells: list[dict[str, Any]], systems: list[str], tasks: list[str]) -> list[str]:
+    """Fine-tuning time per task and row (summed over seeds) and, for a neural row, the epochs each seed ran and
+    the epoch it kept: where the compute went, and whether early stopping cut seeds short (a test-time averaged
+    row reads its row's models, so it has no line of its own)."""
+    by_key: dict[tuple[str, str], list[dict[str, Any]]] = {}
+    for cell in sorted(cells, key=lambda c: c["seed"]):
+        by_key.setdefault((cell["task"], cell["system"]), []).append(cell)
+    lines = [f"| {task} | {system} | {len(group)} | {duration(cell_seconds(group))} | "
+             + (" | ".join(", ".join(str(c[key]) for c in group) for key in ("epochs_run", "best_epoch"))
+                if all("best_epoch" in c for c in group) else "– | –") + " |"
+             for task in tasks for system in systems
+             if not system.endswith(AVERAGED) and (group := by_key.get((task, system)))]  # an averaged row reuses its models
+    return ["", "## Compute", "", "Fine-tuning time of each task's cells (summed over seeds); epochs run and the "
+            "epoch kept, by seed.", "", "| task | system | seeds | fine-tuning time | epochs run | best epoch |",
+            "|---|---|---:|---:|---|---|"] + lines if lines else []
+
+
 def _skipped_rows_section(details: dict[str, dict], tasks: list[str]) -> list[str]:
     """The first skipped rows of each task, by file and line (results.json keeps the same)."""
     lines = [f"- {task}: {example['source']}:{example['line']}: {example['reason']}"
@@ -270,6 +287,7 @@ def write_report(out: Path, title: str, rows: list[dict[str, Any]], results: dic
                          f"| {row['n_train']} / {row['n_valid']} / "
                          f"{row['n_test']} | {detail['skipped']} | {detail['duplicates_removed']} | {row['truncated']} |")
     lines += _skipped_rows_section(results["tasks"], tasks)
+    lines += _compute_section(results["cells"], systems, tasks)
     lines += ["", "## Systems", ""] + [f"- **{name}**: {text}" for name, text in results["systems"].items()]
     lines += _saved_models_section(results["cells"])
     if results["missing"]:
