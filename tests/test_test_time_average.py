@@ -13,7 +13,7 @@ from polymask.checkpoints.finetuned import SaveTarget
 from polymask.checkpoints.pretrained import read_checkpoint
 from polymask.errors import ConfigError
 from polymask.data.variants import encode_variants, expand_variants
-from polymask.modalities.dna import Dna, DnaConfig
+from polymask.modalities.dna import COMPLEMENT, Dna, DnaConfig
 from polymask.modalities.smiles import TEST_TIME_ORDERS, Smiles, SmilesConfig
 from polymask.tasks.benchmark.runner import AVERAGED, with_averaged_rows
 from polymask.tasks.data.loading import TaskData, load_task, subset
@@ -63,6 +63,25 @@ def test_a_long_record_is_cut_to_the_window_a_model_reads_before_its_strands_are
     assert tokenize_normalised([(head + tail,), (SEQUENCE,)], k3, tokenizer, 100)[1] == [True, False]
     split = first_windows(TaskSplit([(head + tail,), (SEQUENCE,)], np.zeros((2, 1))), k3, 100)
     assert [parts[0] for parts in split.inputs] == [head[:294], SEQUENCE]
+
+
+def test_a_window_with_n_ends_where_the_tokens_do_so_both_strands_read_the_same_bases():
+    """An N is a token of one base (and breaks the k-mer run), so max_len - 2 tokens hold fewer than (max_len - 2) * k
+    bases: the window ends at the last token the model reads, and the reverse strand reads those bases, not the
+    record's next ones. What the forward strand reads is unchanged."""
+    from polymask.data.model_inputs import tokenize_normalised
+
+    k3 = Dna(DnaConfig(k=3))
+    tokenizer = k3.build_tokenizer()
+    record = "ACGTN" * 40 + "GGGCCC" * 40  # ACG T N: 3 tokens per 5 bases; 98 tokens end at base 164
+    window = k3.first_window(record, 100)
+    assert window == record[:164]
+    assert len(tokenizer.encode(k3.tokenizer_input(window)).ids) == 100  # [CLS] 98 tokens [SEP]: nothing cut
+    assert k3.first_window("ACGTN" * 3, 100) == "ACGTN" * 3 and k3.first_window("ACGTT", 4) == "ACGT"  # ACG T | T
+    (forward, reverse), _ = tokenize_normalised([(record,), (window.translate(COMPLEMENT)[::-1],)], k3, tokenizer, 100)
+    assert forward == tokenizer.encode(k3.tokenizer_input(record[:294])).ids[:99] + forward[-1:]  # as before
+    read = "".join(tokenizer.id_to_token(token) for token in reverse[1:-1])
+    assert read.translate(COMPLEMENT)[::-1] == window  # the reverse strand reads exactly the forward strand's bases
 
 
 def test_a_spec_naming_an_invariance_its_modality_does_not_know_is_refused(tmp_path):

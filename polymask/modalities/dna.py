@@ -1,6 +1,7 @@
 """DNA: IUPAC validation, k-mer tokenizers (non-overlapping by default), windows, reverse complement."""
 from __future__ import annotations
 
+import functools
 import itertools
 import random
 import re
@@ -19,6 +20,13 @@ BASES = "ACGT"
 AMBIGUITY_CODES = "RYSWKMBDHVN"
 COMPLEMENT = str.maketrans("ACGTN", "TGCAN")
 NOT_IUPAC = re.compile(f"[^{BASES}{AMBIGUITY_CODES}]")
+
+
+@functools.lru_cache(maxsize=None)
+def kmer_split(k: int) -> re.Pattern[str]:
+    """The pre-tokenizer pattern of non-overlapping k-mers (``Dna.build_tokenizer``): a k-mer of A/C/G/T, else one
+    base."""
+    return re.compile(f"[{BASES}]{{{k}}}|[{BASES}N]")
 
 
 class DnaConfig(ModalityConfig):
@@ -114,11 +122,21 @@ class Dna(Modality):
                 + (", as space-separated overlapping k-mers." if self.config.overlapping else "."))
 
     def first_window(self, text: str, max_len: int) -> str:
-        """The bases ``max_len - 2`` k-mers hold (k-mers of polymask's own tokenizer; the whole record else)."""
+        """The bases ``max_len - 2`` tokens of polymask's own k-mer tokenizer hold (the whole record with a tokenizer
+        file of the run's own). Non-overlapping k-mers: an N (or a run's last bases) is a token of one base, so a
+        window with N holds fewer than ``(max_len - 2) * k`` bases; it ends where the tokenizer's last token does, or
+        the reverse strand would read bases the forward one never reaches."""
         if self.config.tokenizer is not None:
             return text
         k, tokens = self.config.k, max(max_len - 2, 1)
-        return text[:tokens + k - 1] if self.config.overlapping else text[:tokens * k]
+        if self.config.overlapping:
+            return text[:tokens + k - 1]
+        if len(text) >= tokens * k and "N" not in text[:tokens * k]:  # k-mers end to end: the tokenizer's split
+            return text[:tokens * k]
+        end = 0
+        for end_token in itertools.islice(kmer_split(k).finditer(text), tokens):
+            end = end_token.end()
+        return text[:end]
 
     def tokenizer_input(self, text: str) -> str:
         if not self.config.overlapping:
@@ -145,7 +163,7 @@ class Dna(Modality):
             pre_tokenizer = pre_tokenizers.WhitespaceSplit()
         else:
             vocab = list(SPECIAL_TOKENS) + list(BASES + "N") + (kmers if k > 1 else [])
-            pre_tokenizer = pre_tokenizers.Split(Regex(f"[ACGT]{{{k}}}|[ACGTN]"), behavior="isolated")
+            pre_tokenizer = pre_tokenizers.Split(Regex(kmer_split(k).pattern), behavior="isolated")
         tokenizer = Tokenizer(models.WordLevel({token: index for index, token in enumerate(vocab)}, unk_token="[UNK]"))
         tokenizer.pre_tokenizer = pre_tokenizer
         tokenizer.decoder = decoders.Fuse()
