@@ -42,17 +42,18 @@ def test_dna_variants_are_the_strands_and_frames_the_label_allows():
 def test_a_long_record_is_cut_to_the_window_a_model_reads_before_its_strands_are_made():
     """A record longer than max_len is read from its start on both strands (not the other strand's start, the
     record's end), and a chromosome is cut before it is tokenised; the cut is counted. A run with a tokenizer file
-    of its own (tokens of any length) is not cut by k-mer arithmetic."""
+    of its own (tokens of any length) is cut where its tokens end, not by k-mer arithmetic."""
     from polymask.data.model_inputs import encode_records, tokenize_normalised
     from polymask.tasks.data.loading import TaskSplit
     from polymask.tasks.finetune.tables import first_windows
 
     k3, overlapping = Dna(DnaConfig(k=3)), Dna(DnaConfig(k=3, overlapping=True))
     head, tail = "ACGTTG" * 100, "GGGCCC" * 1000
-    assert k3.first_window(head + tail, 100) == head[:294] and k3.first_window(SEQUENCE, 100) == SEQUENCE  # 98 3-mers
-    assert overlapping.first_window(head + tail, 100) == head[:100]  # 98 overlapping 3-mers
-    assert Dna(DnaConfig(k=3, tokenizer="dna-3mer")).first_window(head + tail, 100) == head + tail
     tokenizer = k3.build_tokenizer()
+    assert k3.first_window(head + tail, 100, tokenizer) == head[:294]  # 98 3-mers
+    assert k3.first_window(SEQUENCE, 100, tokenizer) == SEQUENCE
+    assert overlapping.first_window(head + tail, 100, overlapping.build_tokenizer()) == head[:100]  # overlapping
+    assert Dna(DnaConfig(k=3, tokenizer="dna-3mer")).first_window(head + tail, 100, tokenizer) == head[:294]
     encoded = encode_records([(head + tail * 1000,), (SEQUENCE,)], [None, None], k3, tokenizer, 100)
     assert [len(parts[0]) for parts in encoded.records] == [294, len(SEQUENCE)] and encoded.truncated == 1
     whole = tokenizer.encode(k3.tokenizer_input(head + tail)).ids
@@ -61,7 +62,7 @@ def test_a_long_record_is_cut_to_the_window_a_model_reads_before_its_strands_are
     reverse = variants.inputs[1][0].translate(str.maketrans("ACGT", "TGCA"))[::-1]
     assert reverse == variants.inputs[0][0] == head[:294]  # both strands read the record's first 294 bases
     assert tokenize_normalised([(head + tail,), (SEQUENCE,)], k3, tokenizer, 100)[1] == [True, False]
-    split = first_windows(TaskSplit([(head + tail,), (SEQUENCE,)], np.zeros((2, 1))), k3, 100)
+    split = first_windows(TaskSplit([(head + tail,), (SEQUENCE,)], np.zeros((2, 1))), k3, tokenizer, 100)
     assert [parts[0] for parts in split.inputs] == [head[:294], SEQUENCE]
 
 
@@ -74,14 +75,36 @@ def test_a_window_with_n_ends_where_the_tokens_do_so_both_strands_read_the_same_
     k3 = Dna(DnaConfig(k=3))
     tokenizer = k3.build_tokenizer()
     record = "ACGTN" * 40 + "GGGCCC" * 40  # ACG T N: 3 tokens per 5 bases; 98 tokens end at base 164
-    window = k3.first_window(record, 100)
+    window = k3.first_window(record, 100, tokenizer)
     assert window == record[:164]
     assert len(tokenizer.encode(k3.tokenizer_input(window)).ids) == 100  # [CLS] 98 tokens [SEP]: nothing cut
-    assert k3.first_window("ACGTN" * 3, 100) == "ACGTN" * 3 and k3.first_window("ACGTT", 4) == "ACGT"  # ACG T | T
+    assert k3.first_window("ACGTN" * 3, 100, tokenizer) == "ACGTN" * 3
+    assert k3.first_window("ACGTT", 4, tokenizer) == "ACGT"  # ACG T | T
     (forward, reverse), _ = tokenize_normalised([(record,), (window.translate(COMPLEMENT)[::-1],)], k3, tokenizer, 100)
     assert forward == tokenizer.encode(k3.tokenizer_input(record[:294])).ids[:99] + forward[-1:]  # as before
     read = "".join(tokenizer.id_to_token(token) for token in reverse[1:-1])
     assert read.translate(COMPLEMENT)[::-1] == window  # the reverse strand reads exactly the forward strand's bases
+
+
+def test_a_tokenizer_of_the_runs_own_cuts_the_window_where_its_tokens_end():
+    """Tokens of any length (a BPE vocabulary): the window is the bases the model's max_len - 2 tokens read, so a
+    reverse strand made from it reads those bases, not the record's end."""
+    from tokenizers import Tokenizer, models, trainers
+
+    from polymask.tokenization import SPECIAL_TOKENS
+
+    draw = random.Random(0)
+    record = "".join(draw.choice("ACGT") for _ in range(2000))
+    bpe = Tokenizer(models.BPE(unk_token="[UNK]"))
+    bpe.train_from_iterator([record[i:i + 100] for i in range(0, 2000, 100)],
+                            trainers.BpeTrainer(vocab_size=40, special_tokens=list(SPECIAL_TOKENS), show_progress=False))
+    own = Dna(DnaConfig(k=3, tokenizer="own-bpe"))
+    read = bpe.encode(record, add_special_tokens=False).ids[:48]  # what [CLS] 48 tokens [SEP] keeps
+    window = own.first_window(record, 50, bpe)
+    assert record.startswith(window) and 48 < len(window) < 1000  # tokens of one to several bases
+    assert bpe.encode(window, add_special_tokens=False).ids == read
+    assert own.first_window(record[:30], 50, bpe) == record[:30]  # fits: whole
+
 
 
 def test_a_spec_naming_an_invariance_its_modality_does_not_know_is_refused(tmp_path):

@@ -92,7 +92,7 @@ def encode_records(inputs: Sequence[Inputs], reasons: Sequence[str | None], moda
             if parts is None:
                 raise InvalidRecord(reasons[index] or "no value")
             normalised = tuple(normalize_record(modality, part) for part in parts)
-            records.append(tuple(modality.first_window(part, max_len) for part in normalised))
+            records.append(tuple(modality.first_window(part, max_len, tokenizer) for part in normalised))
             windowed[index] = records[-1] != normalised
             prepared.append(tuple(modality.tokenizer_input(part) for part in records[-1]))
         except InvalidRecord as exc:
@@ -125,7 +125,7 @@ def tokenize_normalised(inputs: Sequence[tuple[str, ...]], modality: Modality, t
     ``Modality.first_window``); and which were cut. Never normalised again: a randomised SMILES stays the atom
     order it was drawn in."""
     sep = SpecialIds.of(tokenizer).sep
-    windows = [tuple(modality.first_window(text, max_len) for text in parts) for parts in inputs]
+    windows = [tuple(modality.first_window(text, max_len, tokenizer) for text in parts) for parts in inputs]
     prepared = [tuple(modality.tokenizer_input(text) for text in parts) for parts in windows]
     encodings = tokenizer.encode_batch([parts if len(parts) == 2 else parts[0] for parts in prepared])
     ids = [encoding.ids for encoding in encodings]

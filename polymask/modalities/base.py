@@ -119,7 +119,7 @@ class Modality:
                   f"polymask reads a longer record's first {max_len} tokens: tokenise with `truncation=True`.")
         return " ".join(filter(None, (self.exported_tokenizer_note(), longer)))
 
-    def first_window(self, text: str, max_len: int) -> str:
+    def first_window(self, text: str, max_len: int, tokenizer: Tokenizer) -> str:
         """The start of a normalised record that a model of ``max_len`` tokens reads ([CLS] ... [SEP]): cut before
         tokenising (a chromosome in a FASTA) and before variants are made (a reverse strand then reads the bases
         the forward one does). The whole record by default (a learned vocabulary: how many characters a token

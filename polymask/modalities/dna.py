@@ -29,6 +29,12 @@ def kmer_split(k: int) -> re.Pattern[str]:
     return re.compile(f"[{BASES}]{{{k}}}|[{BASES}N]")
 
 
+def _tokens_window(text: str, tokens: int, tokenizer: Tokenizer) -> str:
+    """The start of ``text`` that ``tokenizer``'s first ``tokens`` tokens cover (all of it when they cover it)."""
+    offsets = tokenizer.encode(text, add_special_tokens=False).offsets
+    return text if len(offsets) <= tokens else text[:offsets[tokens - 1][1]]
+
+
 class DnaConfig(ModalityConfig):
     name: str = "dna"
     k: int = Field(6, ge=1, le=8, description="k-mer length")
@@ -121,14 +127,14 @@ class Dna(Modality):
         return ("Write a sequence as polymask does first: upper case, U as T, other IUPAC codes as N"
                 + (", as space-separated overlapping k-mers." if self.config.overlapping else "."))
 
-    def first_window(self, text: str, max_len: int) -> str:
-        """The bases ``max_len - 2`` tokens of polymask's own k-mer tokenizer hold (the whole record with a tokenizer
-        file of the run's own). Non-overlapping k-mers: an N (or a run's last bases) is a token of one base, so a
-        window with N holds fewer than ``(max_len - 2) * k`` bases; it ends where the tokenizer's last token does, or
-        the reverse strand would read bases the forward one never reaches."""
-        if self.config.tokenizer is not None:
-            return text
+    def first_window(self, text: str, max_len: int, tokenizer: Tokenizer) -> str:
+        """The bases ``max_len - 2`` tokens hold. Non-overlapping k-mers: an N (or a run's last bases) is a token of
+        one base, so a window with N holds fewer than ``(max_len - 2) * k`` bases; it ends where the tokenizer's
+        last token does, or the reverse strand would read bases the forward one never reaches. A tokenizer file of
+        the run's own (tokens of any length): where its ``max_len - 2``-th token ends in ``text``."""
         k, tokens = self.config.k, max(max_len - 2, 1)
+        if self.config.tokenizer is not None:
+            return text if self.config.overlapping else _tokens_window(text, tokens, tokenizer)
         if self.config.overlapping:
             return text[:tokens + k - 1]
         if len(text) >= tokens * k and "N" not in text[:tokens * k]:  # k-mers end to end: the tokenizer's split

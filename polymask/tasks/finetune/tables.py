@@ -47,10 +47,10 @@ class EncodedSplit:
     features: np.ndarray | None = None
 
 
-def first_windows(split: TaskSplit, modality: Modality, max_len: int) -> TaskSplit:
+def first_windows(split: TaskSplit, modality: Modality, tokenizer: Tokenizer, max_len: int) -> TaskSplit:
     """The split with each input cut to what the model reads (``Modality.first_window``), so that augmentation and
     test-time variants are made of the same bases."""
-    return replace(split, inputs=[tuple(modality.first_window(part, max_len) for part in parts)
+    return replace(split, inputs=[tuple(modality.first_window(part, max_len, tokenizer) for part in parts)
                                   for parts in split.inputs])
 
 
@@ -121,7 +121,7 @@ def finetune(task: TaskData, encoder: Encoder, tokenizer: Tokenizer, modality: M
     train, valid, test = (with_features(encode_split(split, modality, tokenizer, config.max_len), split.inputs, features)
                           for split in (train_split, valid_split, test_split))
     invariances = modality.invariances(spec.invariant_to)
-    epoch_data = (augmented_epochs(first_windows(train_split, modality, config.max_len), modality, tokenizer,
+    epoch_data = (augmented_epochs(first_windows(train_split, modality, tokenizer, config.max_len), modality, tokenizer,
                                    config.max_len, seed, invariances)
                   if config.augment else lambda epoch: train)
     head = spec.task_kind(train.labels)  # the kind's loss and prediction rule, fitted to the training labels
@@ -150,8 +150,8 @@ def finetune(task: TaskData, encoder: Encoder, tokenizer: Tokenizer, modality: M
 
     def averaged(split: TaskSplit, single: EncodedSplit) -> tuple[dict[str, float], float]:
         """Scores of the mean prediction over each record's variants; they read their record's features (``single``)."""
-        variants, ids = encode_variants(first_windows(split, modality, config.max_len).inputs, modality, tokenizer,
-                                        config.max_len, invariances)
+        windows = first_windows(split, modality, tokenizer, config.max_len).inputs
+        variants, ids = encode_variants(windows, modality, tokenizer, config.max_len, invariances)
         rows = single.features[variants.owner] if single.features is not None else None
         encoded = EncodedSplit(ids, split.labels[variants.owner], 0, rows)
         predictions = _predict(model, head, encoded, config.batch_size, pad, device, config.precision)
