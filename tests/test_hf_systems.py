@@ -137,6 +137,39 @@ def test_dna_reaches_a_foreign_tokenizer_as_the_plain_sequence_and_truncation_is
     assert pair == [2, vocab["A"], vocab["C"], 3, vocab["G"], 3]
 
 
+def test_a_folder_s_cells_are_not_reused_beside_a_checkpoint_that_varies_dna_over_other_reading_frames(tmp_path):
+    """A folder's rows borrow the first checkpoint's modality: its k sets the frames augmentation and test-time
+    averaging shift over (k=3: 6 variants of a window, k=6: 12), so a cell run beside a 6-mer checkpoint is not a
+    cell beside a 3-mer one; pretraining's augmentation switches do not count, and a cell from before is trusted."""
+    from polymask.errors import ConfigError
+    from polymask.tasks.benchmark.identity import reused_cell
+    from polymask.tasks.benchmark.systems import hf_system, hf_untrained_system
+    from polymask.tasks.finetune.options import FinetuneConfig
+
+    folder = load_hf_folder(save_bert(tmp_path / "dna-bert", "ACGTN"))
+    config = FinetuneConfig(max_len=64, augment=True, test_time_average=True)
+
+    def identities(modality: Dna) -> list[dict]:
+        return [row.identity("tf_0") for row in (hf_system(folder, config, modality),
+                                                 hf_untrained_system(folder, config, modality))]
+
+    three, six = identities(Dna(DnaConfig(k=3))), identities(Dna(DnaConfig(k=6)))
+    assert len(RawInputs(Dna(DnaConfig(k=3))).variants("ACGT" * 20, ["reverse_complement", "shift"])) == 6
+    assert all(a != b for a, b in zip(three, six))
+    assert identities(Dna(DnaConfig(k=3, augment=True, frame_shift=True))) == three
+    cell = tmp_path / "seed-0.json"
+    legacy = json.loads(json.dumps(six[0]))
+    del legacy["weights"]["reader"]  # written before the borrowed settings were recorded
+    for kept, reused in ((legacy, True), (six[0], False)):
+        cell.write_text(json.dumps({"task": "dna/tf_0", "metric": "mcc", "valid": {}, "test": {},
+                                    "identity": {"system": kept, "data": {}}}))
+        if reused:
+            assert reused_cell(cell, {"system": three[0], "data": {}})["task"] == "dna/tf_0"
+        else:
+            with pytest.raises(ConfigError, match="system.weights.reader.k: then 6, now 3"):
+                reused_cell(cell, {"system": three[0], "data": {}})
+
+
 def test_the_second_text_of_a_pair_gets_the_token_types_its_tokenizer_gives(folders):
     import torch
 

@@ -49,7 +49,8 @@ def _difference(then: Any, now: Any, where: str = "") -> str:
 def _added_since(kept: dict[str, Any], identity: dict[str, Any]) -> dict[str, Any]:
     """``kept`` with what polymask records of a cell since it was written, taken as it is now: fine-tuning fields
     at their default (the value they had, in effect, then), and the newer keys of the encoder's ``weights`` (a
-    tokenizer's or a folder's file hashes; trusted as a cell from before identities were kept is)."""
+    tokenizer's or a folder's file hashes, the modality settings a Hugging Face row borrows; trusted as a cell from
+    before identities were kept is)."""
     system, now = kept.get("system"), identity.get("system", {})
     if not isinstance(system, dict):
         return kept

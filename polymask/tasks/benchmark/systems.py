@@ -160,6 +160,14 @@ def untrained_system(path: Path, config: FinetuneConfig) -> System:
                                               "tokenizer": _checkpoint_weights(checkpoint)["tokenizer"]}, config))
 
 
+def _reader(modality: Modality) -> dict[str, Any]:
+    """The settings a Hugging Face row's records are read and varied with: those of the modality it borrows (the
+    first polymask checkpoint's, else the tasks' defaults; DNA's k sets the reading frames that augmentation and
+    test-time averaging shift over), as fine-tuning's augmentation sets them (pretraining's switches do not count),
+    without the tokenizer (the folder reads with its own)."""
+    return modality.augmented().config.model_dump(mode="json", exclude={"tokenizer"})
+
+
 def hf_system(folder: HFFolder, config: FinetuneConfig, modality: Modality) -> System:
     """A Hugging Face folder's encoder, fine-tuned per task and seed with the same heads and recipe; its records are
     read with ``modality`` and handed to the folder's own tokenizer as plain text. It keeps no fine-tuned model
@@ -172,7 +180,8 @@ def hf_system(folder: HFFolder, config: FinetuneConfig, modality: Modality) -> S
                   modality,
                   _finetuned(folder.encoder, folder.tokenizer, RawInputs(modality), config, folder.folder, _keeps_none),
                   # sizes: what cells recorded before the hashes (kept, so that those cells are still reused)
-                  identity=finetune_identity({"files": folder.file_sizes(), "sha256": folder.file_hashes()}, config))
+                  identity=finetune_identity({"files": folder.file_sizes(), "sha256": folder.file_hashes(),
+                                              "reader": _reader(modality)}, config))
 
 
 def hf_untrained_system(folder: HFFolder, config: FinetuneConfig, modality: Modality) -> System:
@@ -183,7 +192,8 @@ def hf_untrained_system(folder: HFFolder, config: FinetuneConfig, modality: Moda
                   _finetuned(folder.untrained_encoder, folder.tokenizer, RawInputs(modality), config, folder.folder,
                              _keeps_none),
                   identity=finetune_identity({"random": folder.architecture(),
-                                              "tokenizer": folder.file_hashes(weights=False)}, config))
+                                              "tokenizer": folder.file_hashes(weights=False),
+                                              "reader": _reader(modality)}, config))
 
 
 def _tasks_modality(specs: list[TaskSpec]) -> Modality:
