@@ -14,7 +14,7 @@ from polymask.cli import main
 from polymask.errors import ConfigError
 from polymask.locks import acquire
 from polymask.modalities import MODALITIES
-from polymask.tasks.benchmark.runner import run_benchmark, run_cells
+from polymask.tasks.benchmark.runner import aggregate, run_benchmark, run_cells
 from polymask.tasks.benchmark.systems import System
 from polymask.tracking import TrackedRun
 
@@ -191,6 +191,22 @@ def test_weights_keys_recorded_since_a_cell_was_written_are_trusted_but_a_change
     run_cells([system({"sha256": "w", "tokenizer": "t1"})], [TASK], [0], tmp_path, progress=False)
     with pytest.raises(ConfigError, match="system.weights.tokenizer: then 't1', now 't2'"):
         run_cells([system({"sha256": "w", "tokenizer": "t2"})], [TASK], [0], tmp_path, progress=False)
+
+
+def test_a_reused_cell_counts_under_its_row_s_name_now(tmp_path: Path) -> None:
+    """A row whose name changed only in what its folder's name drops (a run folder renamed 'Counting' ->
+    'counting') reuses its cells, and the table counts them under the name it has now, not as a row of its own
+    that the table leaves out."""
+    calls: list[int] = []
+    before, now = counting_system(calls), counting_system(calls)
+    before.name = "Counting (MLM)"
+    now.name = "counting (mlm)"
+    run_cells([before], [TASK], [0], tmp_path, progress=False)
+    for finished_only in (False, True):
+        results = run_cells([now], [TASK], [0, 1], tmp_path, progress=False, finished_only=finished_only)
+        assert {cell["system"] for cell in results["cells"]} == {"counting (mlm)"}
+    assert calls == [0, 1]
+    assert [(row["system"], row["seeds"]) for row in aggregate(results)] == [("counting (mlm)", 2)]
 
 
 def test_finished_only_reports_the_finished_cells_runs_none_and_lists_the_rest(tmp_path: Path) -> None:

@@ -70,9 +70,16 @@ def cell_identity(system: System, task: Any, data: dict[str, Any]) -> dict[str, 
     return json.loads(dumps({"system": system.identity(task.spec.name), "data": data}, default=str))
 
 
+def _reused(path: Path, system: System, identity: dict[str, Any]) -> dict[str, Any]:
+    """A finished cell run as this one would be (``reused_cell``), under its row's name now: the name it was run
+    under may differ in what its folder's name drops (case, punctuation: a run folder renamed since), and a table
+    finds a row's cells by its name."""
+    return {**reused_cell(path, identity), "system": system.name}
+
+
 def _finished_cell(path: Path, system: System, task: Any, data: dict[str, Any]) -> dict[str, Any] | None:
     """The cell's result if it is finished (and was run the same way), else None; never runs it."""
-    return reused_cell(path, cell_identity(system, task, data)) if path.is_file() else None
+    return _reused(path, system, cell_identity(system, task, data)) if path.is_file() else None
 
 
 def _cell(system: System, task: Any, seed: int, out: Path, path: Path, wait: bool,
@@ -82,7 +89,7 @@ def _cell(system: System, task: Any, seed: int, out: Path, path: Path, wait: boo
     ``None`` when another process holds the lock and ``wait`` is off."""
     identity = cell_identity(system, task, data)
     if path.is_file():
-        return reused_cell(path, identity)
+        return _reused(path, system, identity)
     make_dir(path.parent)
     lock_path = path.with_suffix(".lock")
     try:
@@ -92,7 +99,7 @@ def _cell(system: System, task: Any, seed: int, out: Path, path: Path, wait: boo
     with lock:
         try:
             if path.is_file():  # finished by the process that held the lock
-                return reused_cell(path, identity)
+                return _reused(path, system, identity)
             model_dir = path.with_suffix("")
             if model_dir.exists():  # a model left by an earlier run of this cell is not this run's
                 shutil.rmtree(model_dir)
