@@ -106,6 +106,38 @@ def test_a_tokenizer_of_the_runs_own_cuts_the_window_where_its_tokens_end():
     assert own.first_window(record[:30], 50, bpe) == record[:30]  # fits: whole
 
 
+def test_the_window_follows_the_tokenizer_not_the_config_so_a_saved_model_reads_what_it_was_trained_on():
+    """A saved fine-tuned model's modality names no tokenizer file (finetuned.json: the folder holds it), so the
+    window is told by the tokenizer: predict with a BPE model reads the 48 tokens fine-tuning read, not the
+    bases 48 3-mers would hold. Overlapping k-mers from a tokenizer file (the built-in one, named) are cut after
+    max_len - 2 k-mers, so the reverse strand reads the forward one's bases, not the record's end."""
+    from tokenizers import Tokenizer, models, trainers
+
+    from polymask.data.model_inputs import encode_records, tokenize_normalised
+    from polymask.tokenization import SPECIAL_TOKENS, add_special_token_processing, cut_to_max_len
+
+    draw = random.Random(0)
+    record = "".join(draw.choice("ACGT") for _ in range(2000))
+    bpe = Tokenizer(models.BPE(unk_token="[UNK]"))
+    trainer = trainers.BpeTrainer(vocab_size=400, special_tokens=list(SPECIAL_TOKENS), show_progress=False)
+    bpe.train_from_iterator([record[i:i + 100] for i in range(0, 2000, 100)], trainer)
+    bpe = add_special_token_processing(bpe)
+    trained, saved = Dna(DnaConfig(k=3, tokenizer="own-bpe")), Dna(DnaConfig(k=3))
+    window = trained.first_window(record, 50, bpe)
+    assert len(window) > 48 * 3 and saved.first_window(record, 50, bpe) == window  # tokens longer than 3 bases
+    encoded = encode_records([(record,)], [None], saved, bpe, 50)
+    assert encoded.ids[0] == cut_to_max_len(bpe.encode(record).ids, 50, bpe.token_to_id("[SEP]"))
+    assert encoded.truncated == 1
+
+    named = Dna(DnaConfig(k=6, overlapping=True, tokenizer="dna-6mer-overlap"))
+    tokenizer = named.load_tokenizer()
+    window = named.first_window(record, 50, tokenizer)
+    assert window == record[:53]  # 48 overlapping 6-mers
+    (forward, reverse), cut = tokenize_normalised([(record,), (window.translate(COMPLEMENT)[::-1],)], named,
+                                                  tokenizer, 50)
+    assert named.decode(tokenizer, reverse).translate(COMPLEMENT)[::-1] == named.decode(tokenizer, forward) == window
+    assert cut == [True, False]
+
 
 def test_a_spec_naming_an_invariance_its_modality_does_not_know_is_refused(tmp_path):
     spec = (polymask.resources.builtin_dir("tasks") / "dna" / "tf_0.yaml").read_text()

@@ -122,8 +122,9 @@ class Modality:
     def first_window(self, text: str, max_len: int, tokenizer: Tokenizer) -> str:
         """The start of a normalised record that a model of ``max_len`` tokens reads ([CLS] ... [SEP]): cut before
         tokenising (a chromosome in a FASTA) and before variants are made (a reverse strand then reads the bases
-        the forward one does). The whole record by default (a learned vocabulary: how many characters a token
-        spans is not fixed)."""
+        the forward one does). ``tokenizer``: the one the model reads with (DNA cuts where its ``max_len - 2``-th
+        token ends). The whole record by default (tokenised whole, then cut to ``max_len`` tokens where the
+        modality cuts records at all)."""
         return text
 
     def build_tokenizer(self, texts: Iterable[str], vocab_size: int | None = None) -> Tokenizer:

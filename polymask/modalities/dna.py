@@ -3,6 +3,7 @@ from __future__ import annotations
 
 import functools
 import itertools
+import json
 import random
 import re
 from typing import Collection, Iterable
@@ -29,10 +30,29 @@ def kmer_split(k: int) -> re.Pattern[str]:
     return re.compile(f"[{BASES}]{{{k}}}|[{BASES}N]")
 
 
-def _tokens_window(text: str, tokens: int, tokenizer: Tokenizer) -> str:
-    """The start of ``text`` that ``tokenizer``'s first ``tokens`` tokens cover (all of it when they cover it)."""
-    offsets = tokenizer.encode(text, add_special_tokens=False).offsets
-    return text if len(offsets) <= tokens else text[:offsets[tokens - 1][1]]
+def _tokens_end(prepared: str, tokens: int, tokenizer: Tokenizer) -> int | None:
+    """Where ``tokenizer``'s first ``tokens`` tokens of ``prepared`` end in it (None when they hold all of it)."""
+    offsets = tokenizer.encode(prepared, add_special_tokens=False).offsets
+    return None if len(offsets) <= tokens else offsets[tokens - 1][1]
+
+
+def reads_kmers(tokenizer: Tokenizer, k: int, overlapping: bool) -> bool:
+    """Whether ``tokenizer`` makes one token of each k-mer ``Dna.build_tokenizer`` splits a record into (a word-level
+    vocabulary behind its pre-tokenizer: polymask's own, read from a file or not), so that the bases ``n`` tokens
+    hold follow from k. A saved fine-tuned model's modality names no tokenizer file (its folder holds the tokenizer),
+    so this is read off the tokenizer, not the config."""
+    if tokenizer.normalizer is not None or not isinstance(tokenizer.model, models.WordLevel):
+        return False
+    pre_tokenizer = tokenizer.pre_tokenizer
+    return pre_tokenizer is not None and _splits_kmers(pre_tokenizer.__getstate__(), k, overlapping)
+
+
+@functools.lru_cache(maxsize=64)
+def _splits_kmers(pre_tokenizer: bytes, k: int, overlapping: bool) -> bool:
+    """Whether a pre-tokenizer (its JSON) splits a record into ``Dna.build_tokenizer``'s k-mers."""
+    split = ({"type": "WhitespaceSplit"} if overlapping else
+             {"type": "Split", "pattern": {"Regex": kmer_split(k).pattern}, "behavior": "Isolated", "invert": False})
+    return json.loads(pre_tokenizer) == split
 
 
 class DnaConfig(ModalityConfig):
@@ -128,13 +148,18 @@ class Dna(Modality):
                 + (", as space-separated overlapping k-mers." if self.config.overlapping else "."))
 
     def first_window(self, text: str, max_len: int, tokenizer: Tokenizer) -> str:
-        """The bases ``max_len - 2`` tokens hold. Non-overlapping k-mers: an N (or a run's last bases) is a token of
-        one base, so a window with N holds fewer than ``(max_len - 2) * k`` bases; it ends where the tokenizer's
-        last token does, or the reverse strand would read bases the forward one never reaches. A tokenizer file of
-        the run's own (tokens of any length): where its ``max_len - 2``-th token ends in ``text``."""
+        """The bases ``max_len - 2`` tokens of ``tokenizer`` hold. Polymask's k-mers (``reads_kmers``): overlapping,
+        ``max_len - 2 + k - 1`` bases; non-overlapping, an N (or a run's last bases) is a token of one base, so a
+        window with N holds fewer than ``(max_len - 2) * k`` bases; it ends where the tokenizer's last token does, or
+        the reverse strand would read bases the forward one never reaches. Another tokenizer (a file of the run's
+        own, tokens of any length): the record is tokenised and cut where its ``max_len - 2``-th token ends
+        (overlapping k-mers: after the k-mer that token is part of)."""
         k, tokens = self.config.k, max(max_len - 2, 1)
-        if self.config.tokenizer is not None:
-            return text if self.config.overlapping else _tokens_window(text, tokens, tokenizer)
+        if not reads_kmers(tokenizer, k, self.config.overlapping):
+            end = _tokens_end(self.tokenizer_input(text), tokens, tokenizer)
+            if end is None:
+                return text
+            return text[:(end - 1) // (k + 1) + k] if self.config.overlapping else text[:end]
         if self.config.overlapping:
             return text[:tokens + k - 1]
         if len(text) >= tokens * k and "N" not in text[:tokens * k]:  # k-mers end to end: the tokenizer's split
