@@ -7,6 +7,7 @@ import random
 import numpy as np
 import pytest
 import torch
+from tokenizers import Tokenizer, models, trainers
 
 import polymask
 from polymask.checkpoints.finetuned import SaveTarget
@@ -86,18 +87,28 @@ def test_a_window_with_n_ends_where_the_tokens_do_so_both_strands_read_the_same_
     assert read.translate(COMPLEMENT)[::-1] == window  # the reverse strand reads exactly the forward strand's bases
 
 
+def random_bases(length: int) -> str:
+    """A fixed random DNA record of ``length`` bases."""
+    draw = random.Random(0)
+    return "".join(draw.choice("ACGT") for _ in range(length))
+
+
+def bpe_on(record: str, vocab_size: int) -> Tokenizer:
+    """A BPE vocabulary (tokens of any length, a tokenizer file of a run's own) learnt from ``record``'s 100-base
+    pieces."""
+    from polymask.tokenization import SPECIAL_TOKENS
+
+    bpe = Tokenizer(models.BPE(unk_token="[UNK]"))
+    trainer = trainers.BpeTrainer(vocab_size=vocab_size, special_tokens=list(SPECIAL_TOKENS), show_progress=False)
+    bpe.train_from_iterator([record[i:i + 100] for i in range(0, len(record), 100)], trainer)
+    return bpe
+
+
 def test_a_tokenizer_of_the_runs_own_cuts_the_window_where_its_tokens_end():
     """Tokens of any length (a BPE vocabulary): the window is the bases the model's max_len - 2 tokens read, so a
     reverse strand made from it reads those bases, not the record's end."""
-    from tokenizers import Tokenizer, models, trainers
-
-    from polymask.tokenization import SPECIAL_TOKENS
-
-    draw = random.Random(0)
-    record = "".join(draw.choice("ACGT") for _ in range(2000))
-    bpe = Tokenizer(models.BPE(unk_token="[UNK]"))
-    bpe.train_from_iterator([record[i:i + 100] for i in range(0, 2000, 100)],
-                            trainers.BpeTrainer(vocab_size=40, special_tokens=list(SPECIAL_TOKENS), show_progress=False))
+    record = random_bases(2000)
+    bpe = bpe_on(record, vocab_size=40)
     own = Dna(DnaConfig(k=3, tokenizer="own-bpe"))
     read = bpe.encode(record, add_special_tokens=False).ids[:48]  # what [CLS] 48 tokens [SEP] keeps
     window = own.first_window(record, 50, bpe)
@@ -111,17 +122,11 @@ def test_the_window_follows_the_tokenizer_not_the_config_so_a_saved_model_reads_
     window is told by the tokenizer: predict with a BPE model reads the 48 tokens fine-tuning read, not the
     bases 48 3-mers would hold. Overlapping k-mers from a tokenizer file (the built-in one, named) are cut after
     max_len - 2 k-mers, so the reverse strand reads the forward one's bases, not the record's end."""
-    from tokenizers import Tokenizer, models, trainers
-
     from polymask.data.model_inputs import encode_records, tokenize_normalised
-    from polymask.tokenization import SPECIAL_TOKENS, add_special_token_processing, cut_to_max_len
+    from polymask.tokenization import add_special_token_processing, cut_to_max_len
 
-    draw = random.Random(0)
-    record = "".join(draw.choice("ACGT") for _ in range(2000))
-    bpe = Tokenizer(models.BPE(unk_token="[UNK]"))
-    trainer = trainers.BpeTrainer(vocab_size=400, special_tokens=list(SPECIAL_TOKENS), show_progress=False)
-    bpe.train_from_iterator([record[i:i + 100] for i in range(0, 2000, 100)], trainer)
-    bpe = add_special_token_processing(bpe)
+    record = random_bases(2000)
+    bpe = add_special_token_processing(bpe_on(record, vocab_size=400))
     trained, saved = Dna(DnaConfig(k=3, tokenizer="own-bpe")), Dna(DnaConfig(k=3))
     window = trained.first_window(record, 50, bpe)
     assert len(window) > 48 * 3 and saved.first_window(record, 50, bpe) == window  # tokens longer than 3 bases

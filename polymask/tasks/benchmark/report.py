@@ -216,6 +216,13 @@ def _validation_section(valid_rows: list[dict[str, Any]], systems: list[str], ta
         valid_rows, systems, tasks, incomplete)
 
 
+def _epochs_by_seed(group: list[dict[str, Any]]) -> str:
+    """The epochs each seed ran and the epoch it kept ("14, 21 | 6, 13"), or dashes for a row that trains no epochs."""
+    if not all("best_epoch" in cell for cell in group):
+        return "– | –"
+    return " | ".join(", ".join(str(cell[key]) for cell in group) for key in ("epochs_run", "best_epoch"))
+
+
 def _compute_section(cells: list[dict[str, Any]], systems: list[str], tasks: list[str]) -> list[str]:
     """Fine-tuning time per task and row (summed over seeds) and, for a neural row, the epochs each seed ran and
     the epoch it kept: where the compute went, and whether early stopping cut seeds short (a test-time averaged
@@ -223,14 +230,14 @@ def _compute_section(cells: list[dict[str, Any]], systems: list[str], tasks: lis
     by_key: dict[tuple[str, str], list[dict[str, Any]]] = {}
     for cell in sorted(cells, key=lambda c: c["seed"]):
         by_key.setdefault((cell["task"], cell["system"]), []).append(cell)
-    lines = [f"| {task} | {system} | {len(group)} | {duration(cell_seconds(group))} | "
-             + (" | ".join(", ".join(str(c[key]) for c in group) for key in ("epochs_run", "best_epoch"))
-                if all("best_epoch" in c for c in group) else "– | –") + " |"
+    lines = [f"| {task} | {system} | {len(group)} | {duration(cell_seconds(group))} | {_epochs_by_seed(group)} |"
              for task in tasks for system in systems
-             if not system.endswith(AVERAGED) and (group := by_key.get((task, system)))]  # an averaged row reuses its models
+             if not system.endswith(AVERAGED) and (group := by_key.get((task, system)))]
+    if not lines:
+        return []
     return ["", "## Compute", "", "Fine-tuning time of each task's cells (summed over seeds); epochs run and the "
             "epoch kept, by seed.", "", "| task | system | seeds | fine-tuning time | epochs run | best epoch |",
-            "|---|---|---:|---:|---|---|"] + lines if lines else []
+            "|---|---|---:|---:|---|---|", *lines]
 
 
 def _skipped_rows_section(details: dict[str, dict], tasks: list[str]) -> list[str]:

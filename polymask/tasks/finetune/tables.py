@@ -121,8 +121,8 @@ def finetune(task: TaskData, encoder: Encoder, tokenizer: Tokenizer, modality: M
     train, valid, test = (with_features(encode_split(split, modality, tokenizer, config.max_len), split.inputs, features)
                           for split in (train_split, valid_split, test_split))
     invariances = modality.invariances(spec.invariant_to)
-    epoch_data = (augmented_epochs(first_windows(train_split, modality, tokenizer, config.max_len), modality, tokenizer,
-                                   config.max_len, seed, invariances)
+    epoch_data = (augmented_epochs(first_windows(train_split, modality, tokenizer, config.max_len), modality,
+                                   tokenizer, config.max_len, seed, invariances)
                   if config.augment else lambda epoch: train)
     head = spec.task_kind(train.labels)  # the kind's loss and prediction rule, fitted to the training labels
     model = spec.task_kind.network(encoder, task.n_outputs, config.pooling, config.dropout,
