@@ -16,6 +16,7 @@ from polymask.config import DataConfig, TrainConfig
 from polymask.encoder_config import EncoderConfig
 from polymask.errors import ConfigError, PolymaskError, RankLost
 from polymask.jsonio import dumps
+from polymask.plugins import load_plugins
 from polymask.registry import UnknownNameError, did_you_mean
 
 
@@ -96,27 +97,6 @@ def _run_config_dict(args: argparse.Namespace) -> dict[str, Any]:
     for assignment in args.set or []:
         apply_override(raw, assignment)
     return raw
-
-
-def load_plugins(specs: list[str] | None) -> None:
-    """Import modules (by name or .py path) that register custom modalities or objectives."""
-    import importlib
-    import importlib.util
-
-    for spec in specs or []:
-        if spec.endswith(".py"):
-            path = Path(spec)
-            if not path.is_file():
-                raise PolymaskError(f"plugin file not found: {path}")
-            module_spec = importlib.util.spec_from_file_location(path.stem, path)
-            module = importlib.util.module_from_spec(module_spec)
-            sys.modules[path.stem] = module
-            module_spec.loader.exec_module(module)
-        else:
-            try:
-                importlib.import_module(spec)
-            except ImportError as exc:
-                raise PolymaskError(f"cannot import plugin module '{spec}': {exc}") from None
 
 
 def cmd_train(args: argparse.Namespace) -> int:

@@ -78,7 +78,7 @@ def settings_from(args: argparse.Namespace, model: type[Model]) -> Model:
 
 
 def add_plugin_option(parser: argparse.ArgumentParser, registers: str) -> None:
-    """``--plugin``: modules or .py files imported before the verb runs (``cli.load_plugins``), which register
+    """``--plugin``: modules or .py files imported before the verb runs (``polymask.plugins.load_plugins``), which register
     ``registers`` (custom modalities, objectives)."""
     parser.add_argument("--plugin", action="append",
                         help=f"module or .py file registering {registers} (repeatable; default: none)")
