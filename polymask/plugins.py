@@ -13,6 +13,9 @@ from types import ModuleType
 
 from polymask.errors import PolymaskError, one_line
 
+#: What a message about a saved model whose modality, objective or task kind is not registered advises.
+REGISTER_FIRST = "import the module that registers it first (--plugin on the command line)"
+
 
 def load_plugins(specs: list[str] | None) -> None:
     """Import each plugin, by module name or .py path; a file already imported (named twice) is not run again."""

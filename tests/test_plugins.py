@@ -1,9 +1,13 @@
 """``--plugin``: a faulty plugin ends in one line naming its file and line; a plugin named twice runs once; a plugin
 file named like a library does not hide it."""
+import importlib.util
 import sys
+from pathlib import Path
 
 import pytest
 
+import polymask
+from conftest import one_line_error
 from polymask.cli import main
 from polymask.errors import PolymaskError
 from polymask.modalities import MODALITIES
@@ -70,3 +74,32 @@ def test_a_missing_plugin_module_is_named(capsys):
     assert main(["train", "--plugin", "no_such_plugin_module.sub", "--modality", "smiles"]) == 2
     assert capsys.readouterr().err.strip() == ("polymask: error: cannot import plugin module 'no_such_plugin_module.sub': "
                                                "No module named 'no_such_plugin_module'")
+
+
+@pytest.fixture
+def protein():
+    """docs/examples/protein.py, registered as a --plugin registers it; unregistered afterwards."""
+    spec = importlib.util.spec_from_file_location("protein_example",
+                                                  Path(__file__).parents[1] / "docs" / "examples" / "protein.py")
+    spec.loader.exec_module(importlib.util.module_from_spec(spec))
+    yield
+    MODALITIES.unregister("protein")
+
+
+@pytest.mark.integration
+def test_a_run_whose_plugin_is_not_loaded_says_to_pass_it(protein, tmp_path, capsys, make_config, one_torch_thread):
+    config = make_config("protein", tmp_path / "run", max_steps=2, threads=1)
+    config["data"].update(paths=[str(Path(__file__).parent / "data" / "proteins.fasta")])
+    polymask.train(config)
+    capsys.readouterr()  # the run's own lines
+    MODALITIES.unregister("protein")
+    records = tmp_path / "records.txt"
+    records.write_text("MKVLLA\n")
+    run = str(tmp_path / "run")
+    for argv in (["embed", "--checkpoint", run, "--data", str(records), "--out", str(tmp_path / "e.npy")],
+                 ["analyze", "rank", "--checkpoint", run, "--data", str(records)],
+                 ["export", "--checkpoint", run, "--out", str(tmp_path / "hf")]):
+        line = one_line_error(capsys, main(argv), "polymask.json")
+        assert line.endswith("the run's modality 'protein' is not registered; import the module that registers it "
+                             "first (--plugin on the command line)"), line
+

@@ -9,7 +9,7 @@ from typing import TYPE_CHECKING, Iterator
 from pydantic import Field
 
 from polymask.builtin_models import checkpoint_path
-from polymask.cli_options import add_model_options
+from polymask.cli_options import add_model_options, add_plugin_option
 from polymask.schema import StrictModel
 
 if TYPE_CHECKING:  # kept out of the import so that building the CLI parser stays light
@@ -67,3 +67,4 @@ def add_masked_input_arguments(parser: argparse.ArgumentParser, name: str, examp
     parser.add_argument("--data", type=Path, nargs="+", required=True, help="held-out corpus files")
     parser.add_argument("--out", type=Path, default=Path(f"runs/analysis/{name}"), help="folder for the outputs")
     add_model_options(parser, settings, settings.model_fields)
+    add_plugin_option(parser, "the runs' custom modalities and objectives")

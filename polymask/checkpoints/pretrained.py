@@ -45,6 +45,7 @@ from polymask.config import RunConfig, build_run_config
 from polymask.encoder_config import fill_legacy_defaults
 from polymask.errors import CheckpointError, ConfigError, DataError, TrainingDiverged, one_line
 from polymask.jsonio import dumps
+from polymask.plugins import REGISTER_FIRST
 from polymask.model.encoder import Encoder, EncoderConfig
 from polymask.tensor_checks import check_weights, describe_nonfinite
 from polymask.tokenization import load_tokenizer, save_tokenizer
@@ -336,12 +337,25 @@ def read_checkpoint(path: str | Path) -> LoadedCheckpoint:
     try:
         validated = build_run_config(run_config)
     except ConfigError as exc:
-        raise CheckpointError(f"{folder}/{config_name}: {one_line(exc)}") from None
+        raise CheckpointError(f"{folder}/{config_name}: {unregistered_part(run_config) or one_line(exc)}") from None
     try:
         tokenizer = load_tokenizer(folder / "tokenizer.json")
     except DataError as exc:
         raise CheckpointError(one_line(exc)) from None
     return LoadedCheckpoint(folder, weights, encoder_config, vocab_size, tokenizer, validated, manifest)
+
+
+def unregistered_part(run_config: dict[str, Any]) -> str | None:
+    """The saved run's modality or objective that nothing registered in this process (its plugin not imported)."""
+    from polymask.modalities import MODALITIES
+    from polymask.objectives import OBJECTIVES
+
+    for key, registry in (("modality", MODALITIES), ("objective", OBJECTIVES)):
+        part = run_config.get(key)
+        name = part.get("name") if isinstance(part, dict) else part
+        if isinstance(name, str) and name not in registry:
+            return f"the run's {key} '{name}' is not registered; {REGISTER_FIRST}"
+    return None
 
 
 def _upcast(weights: dict[str, torch.Tensor]) -> dict[str, torch.Tensor]:

@@ -5,7 +5,7 @@ import argparse
 from pathlib import Path
 from typing import Any
 
-from polymask.cli_options import add_model_options, given_fields
+from polymask.cli_options import add_model_options, add_plugin_option, given_fields
 from polymask.tasks.cli import RECIPE_STANDS_IN, add_data_dir_option
 from polymask.tasks.finetune.options import FinetuneConfig
 
@@ -90,4 +90,5 @@ def add_commands(sub: argparse._SubParsersAction) -> None:
                       stand_in=RECIPE_STANDS_IN)
     finetune.add_argument("--finetune-set", action="append", metavar="KEY=VALUE",
                           help="any other FinetuneConfig field (repeatable; default: none)")
+    add_plugin_option(parser, "custom modalities and objectives")
     parser.set_defaults(handler=cmd_compare)

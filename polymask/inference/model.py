@@ -28,6 +28,7 @@ from polymask.inference.columns import REASON, Applied
 from polymask.inference.span import predict_answers_of
 from polymask.inference.table import choose_columns
 from polymask.modalities import MODALITIES, Modality
+from polymask.plugins import REGISTER_FIRST
 from polymask.model.encoder import Encoder, EncoderConfig
 from polymask.model.heads import Pooling
 from polymask.model.heads import pool as pool_states
@@ -48,16 +49,14 @@ def kind_of(name: str) -> type[TaskKind]:
     try:
         return TASK_KINDS.get(name)
     except UnknownNameError as exc:
-        raise CheckpointError(f"the model's task kind: {exc}; import the module that registers it first (--plugin on "
-                              f"the command line)") from None
+        raise CheckpointError(f"the model's task kind: {exc}; {REGISTER_FIRST}") from None
 
 
 def modality_from(config: dict[str, Any]) -> Modality:
     """The registered modality named in a saved config, with its saved options."""
     name = config.get("name")
     if name not in MODALITIES:
-        raise CheckpointError(f"the model's modality '{name}' is not registered; import the module that registers it "
-                              f"first (--plugin on the command line)")
+        raise CheckpointError(f"the model's modality '{name}' is not registered; {REGISTER_FIRST}")
     modality_cls = MODALITIES.get(name)
     try:
         return modality_cls(modality_cls.Config.model_validate(config))
