@@ -11,6 +11,7 @@ from conftest import one_line_error
 from polymask.cli import main
 from polymask.errors import PolymaskError
 from polymask.modalities import MODALITIES
+from polymask.objectives import OBJECTIVES
 from polymask.plugins import load_plugins
 
 WIDGET = """import polymask
@@ -103,3 +104,25 @@ def test_a_run_whose_plugin_is_not_loaded_says_to_pass_it(protein, tmp_path, cap
         assert line.endswith("the run's modality 'protein' is not registered; import the module that registers it "
                              "first (--plugin on the command line)"), line
 
+
+@pytest.mark.integration
+def test_an_objective_returning_a_bare_loss_is_one_error(tmp_path, make_config, small_smiles_file, one_torch_thread):
+    class BareConfig(polymask.ObjectiveConfig):
+        name: str = "bare"
+
+    class Bare(polymask.Objective):
+        Config = BareConfig
+
+        def forward(self, batch, generator):
+            return self.encoder(batch.input_ids, attention_mask=batch.attention_mask).float().pow(2).mean()
+
+    OBJECTIVES.register("bare")(Bare)
+    try:
+        config = make_config("smiles", tmp_path / "run", max_steps=1, threads=1)
+        config.update(objective={"name": "bare"})
+        config["data"]["paths"] = [str(small_smiles_file)]
+        with pytest.raises(PolymaskError, match=r"^objective 'bare': forward returned Tensor, not an ObjectiveOutput "
+                                                r"\(loss, predictions, correct\); polymask.objectives.token_loss"):
+            polymask.train(config)
+    finally:
+        OBJECTIVES.unregister("bare")

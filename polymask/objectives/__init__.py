@@ -1,6 +1,6 @@
 """Objectives: MLM, MAE-LM and ExLM. Register your own with ``@register_objective``."""
 from polymask.model.encoder import Encoder
-from polymask.objectives.base import MASK_RATIO, Objective, ObjectiveConfig, ObjectiveOutput
+from polymask.objectives.base import MASK_RATIO, Objective, ObjectiveConfig, ObjectiveOutput, token_loss
 from polymask.objectives.registry import OBJECTIVES
 from polymask.objectives import mlm  # noqa: F401  (registers the built-ins)
 from polymask.objectives import exlm  # noqa: F401
@@ -18,4 +18,4 @@ def build_objective(config: ObjectiveConfig, encoder: Encoder, specials: Special
 
 
 __all__ = ["MASK_RATIO", "OBJECTIVES", "Objective", "ObjectiveConfig", "ObjectiveOutput", "build_objective",
-           "register_objective"]
+           "register_objective", "token_loss"]

@@ -17,6 +17,7 @@ from torch import Tensor, nn
 
 from polymask.data.batching import Batch, round_up
 from polymask.data.masking import maskable_positions, sample_mask
+from polymask.errors import PolymaskError
 from polymask.model.encoder import Encoder
 from polymask.model.layers import gelu
 from polymask.schema import ComponentConfig
@@ -152,6 +153,15 @@ class Objective(nn.Module):
         """Log-probabilities (M, V) over the vocabulary at the ``selected`` positions (in the order of
         ``batch.input_ids[selected]``), as this objective predicts a masked token."""
         raise NotImplementedError(f"objective '{self.config.name}' does not predict masked tokens")
+
+
+def checked_output(output: Any, name: str) -> ObjectiveOutput:
+    """``output`` of objective ``name``'s ``forward`` if it is an ``ObjectiveOutput``; else one line saying what it is
+    (a custom objective returning a bare loss)."""
+    if not isinstance(output, ObjectiveOutput):
+        raise PolymaskError(f"objective '{name}': forward returned {type(output).__name__}, not an ObjectiveOutput "
+                            f"(loss, predictions, correct); polymask.objectives.token_loss(logits, targets) makes one")
+    return output
 
 
 def token_loss(logits: Tensor, targets: Tensor) -> ObjectiveOutput:

@@ -45,6 +45,7 @@ from polymask.locks import FolderLock, lock_run_folder
 from polymask.modalities import build_modality
 from polymask.model.encoder import Encoder
 from polymask.objectives import build_objective
+from polymask.objectives.base import ObjectiveOutput, checked_output
 from polymask.runtime import (
     autocast,
     precision_used,
@@ -249,7 +250,7 @@ class Trainer:
             batch = self.device_batch(self._augmented(micro_batch, augment_seed))
             last = position == len(mine) - 1
             with self._gradient_sync(last), autocast(self.device, config.precision):
-                output = self.wrapped_objective(batch, step_generator(config.seed, self.state.step, index))
+                output = self._forward(batch, step_generator(config.seed, self.state.step, index))
                 (output.loss / config.grad_accum).backward()
             loss_total += output.loss.item() / config.grad_accum
             real += batch.real_tokens
@@ -268,6 +269,10 @@ class Trainer:
         self._in_step = False
         return StepResult(math.nan if nonfinite else loss_sum / self.dist.world_size, int(real), int(padded))
 
+    def _forward(self, batch: Batch, generator: torch.Generator) -> ObjectiveOutput:
+        """The objective's loss and prediction counts on ``batch`` (checked: a custom objective may return less)."""
+        return checked_output(self.wrapped_objective(batch, generator), self.config.objective.name)
+
     def _gradient_sync(self, last_micro_batch: bool) -> Any:
         """DDP all-reduces gradients only after the last micro-batch of a step."""
         if last_micro_batch or not hasattr(self.wrapped_objective, "no_sync"):
@@ -285,7 +290,7 @@ class Trainer:
             for index, indices in enumerate(batches):
                 batch = self.device_batch([self.valid_store[int(i)] for i in indices])
                 with autocast(self.device, config.precision):
-                    output = self.wrapped_objective(batch, step_generator(config.seed, index, 0, VALIDATION_STREAM))
+                    output = self._forward(batch, step_generator(config.seed, index, 0, VALIDATION_STREAM))
                 loss_sum += output.loss.item() * output.predictions
                 predictions += output.predictions
                 correct += int(output.correct)
