@@ -146,7 +146,7 @@ def cmd_tokenizer_train(args: argparse.Namespace) -> int:
             texts.append(modality.tokenizer_input(normalize_record(modality, record.text)))
         except InvalidRecord:
             skipped += 1
-    tokenizer = modality.build_tokenizer(texts, args.vocab_size)
+    tokenizer = modality.new_tokenizer(texts, args.vocab_size)
     save_tokenizer(tokenizer, args.out)
     print(dumps({"out": str(args.out), "records": len(texts), "skipped": skipped,
                  "vocab_size": tokenizer.get_vocab_size()}))

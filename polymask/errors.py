@@ -27,6 +27,11 @@ class InvalidRecord(PolymaskError, ValueError):
         self.kind = kind or reason
 
 
+class ModalityFailed(PolymaskError):
+    """A modality's ``normalize`` that failed otherwise than with ``InvalidRecord`` (a bug in a custom modality): the
+    command stops rather than skip every record."""
+
+
 class DataError(PolymaskError):
     """A corpus or task file that cannot be read (names the file, and the line when known)."""
 

@@ -56,3 +56,59 @@ def test_custom_modality_trains_through_the_cli(tmp_path):
         capture_output=True, text=True, timeout=300)
     assert result.returncode == 0, result.stderr
     assert json.loads((run / "summary.json").read_text())["steps"] == 5
+
+
+class _Variant:
+    """A subclass of the example registered as ``name`` for one test (unregistered afterwards)."""
+
+    def __init__(self, base: type, name: str, **methods) -> None:
+        self.cls = type(name.title(), (base,), {"name": name, **methods})
+        self.name = name
+
+    def __enter__(self) -> str:
+        MODALITIES.register(self.name)(self.cls)
+        return self.name
+
+    def __exit__(self, *exc) -> None:
+        MODALITIES.unregister(self.name)
+
+
+def _lookup_bug(self, text: str) -> str:
+    return {"MKV": "MKV"}[text[:3]]
+
+
+@pytest.mark.parametrize("name, methods, error", [
+    ("buggy", {"normalize": _lookup_bug},
+     r"proteins.fasta:\d+: modality 'buggy' failed on the record '\w+' \(.*test_custom_modality.py, line \d+\): "
+     r"KeyError: '\w+'; a record it cannot use should raise polymask.InvalidRecord$"),
+    ("counting", {"normalize": lambda self, text: len(text)},
+     r"proteins.fasta:\d+: modality 'counting': normalize returned int, not a string, for the record '\w+'$"),
+    ("silent", {"tokenizer_input": lambda self, text: ""},
+     r"the corpus yields no training sequences \(20 records read, 20 skipped, 0 held out for validation\); "
+     r"first skipped: .*proteins.fasta:\d+: no tokens after tokenisation$"),
+])
+def test_a_faulty_custom_modality_stops_training_in_one_line(protein_modality, tmp_path, make_config, name, methods,
+                                                            error):
+    with _Variant(protein_modality, name, **methods):
+        config = make_config(name, tmp_path / "run", max_steps=1)
+        config["data"].update(paths=[str(PROTEINS)])
+        with pytest.raises(polymask.PolymaskError, match=error):
+            polymask.train(config)
+
+
+def test_a_registered_modality_is_named_by_its_registration(protein_modality):
+    @polymask.register_modality("unnamed-protein")
+    class Unnamed(protein_modality):
+        Config = protein_modality.Config
+
+    try:
+        assert Unnamed.name == "unnamed-protein" and Unnamed().config.name == "unnamed-protein"
+    finally:
+        MODALITIES.unregister("unnamed-protein")
+
+
+def test_a_build_tokenizer_that_returns_no_tokenizer_is_one_error(protein_modality):
+    with _Variant(protein_modality, "tokenless", build_tokenizer=lambda self, texts=(), vocab_size=None: None):
+        with pytest.raises(polymask.DataError, match=r"^modality 'tokenless': build_tokenizer returned NoneType, not a "
+                                                     r"tokenizers.Tokenizer$"):
+            MODALITIES.get("tokenless")().load_tokenizer()

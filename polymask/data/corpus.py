@@ -286,8 +286,9 @@ def _build_into(tmp: Path, name: str, modality: Modality, tokenizer: Tokenizer, 
     if strict and skipped:
         raise strict_error(skipped[0])
     if report.train_sequences == 0:
+        first = f"; first skipped: {skipped[0]['source']}:{skipped[0]['line']}: {skipped[0]['reason']}" if skipped else ""
         raise DataError(f"the corpus yields no training sequences ({report.records} records read, {len(skipped)} "
-                        f"skipped, {report.valid_sequences} held out for validation)")
+                        f"skipped, {report.valid_sequences} held out for validation){first}")
     for entry in skipped:
         report.count_skipped(entry)
     with open(tmp / "skipped.jsonl", "w") as handle:

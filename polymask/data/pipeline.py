@@ -14,7 +14,7 @@ from tokenizers import Tokenizer
 
 from polymask.data.readers import pick_column, read_records, value_problem
 from polymask.data.records import normalize_record_with_changes
-from polymask.errors import InvalidRecord, PolymaskError
+from polymask.errors import InvalidRecord, ModalityFailed, PolymaskError
 from polymask.modalities.base import Modality
 from polymask.fast_encode import encode_batch
 from polymask.tokenization import SpecialIds
@@ -85,7 +85,8 @@ def normalize_batch(batch: dict[str, list], modality: Modality) -> dict[str, lis
     """Validate and canonicalise; an invalid record keeps its row with ``reason`` and ``kind`` set, a valid one
     lists the optional normalisation steps that changed it in ``changes``."""
     out: dict[str, list] = {"text": [], "reason": [], "kind": [], "changes": []}
-    for text, reason, kind in zip(batch["text"], batch["reason"], batch["kind"]):
+    for text, reason, kind, source, line in zip(batch["text"], batch["reason"], batch["kind"], batch["source"],
+                                                batch["line"]):
         try:
             if reason:
                 raise InvalidRecord(reason, kind)
@@ -99,6 +100,8 @@ def normalize_batch(batch: dict[str, list], modality: Modality) -> dict[str, lis
             out["reason"].append(exc.reason)
             out["kind"].append(exc.kind)
             out["changes"].append([])
+        except ModalityFailed as exc:
+            raise ModalityFailed(f"{source}:{line}: {exc}") from None
     return out
 
 

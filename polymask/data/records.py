@@ -10,9 +10,10 @@ overflows the stack on a SMILES chain of ~19,000 atoms and kills the process).
 from __future__ import annotations
 
 import re
+import traceback
 import unicodedata
 
-from polymask.errors import InvalidRecord
+from polymask.errors import InvalidRecord, ModalityFailed, PolymaskError, one_line
 from polymask.modalities.base import Modality
 
 LONE_SURROGATE = re.compile("[\ud800-\udfff]")
@@ -39,11 +40,24 @@ def _check(modality: Modality, text: str) -> None:
 
 def normalize_record(modality: Modality, text: str) -> str:
     """``modality.normalize(text)`` after the shared checks; raises ``InvalidRecord`` with the reason."""
-    _check(modality, text)
-    return modality.normalize(text)
+    return normalize_record_with_changes(modality, text)[0]
 
 
 def normalize_record_with_changes(modality: Modality, text: str) -> tuple[str, tuple[str, ...]]:
-    """``normalize_record``, and the optional normalisation steps that changed the record."""
+    """``normalize_record``, and the optional normalisation steps that changed the record. A modality that fails
+    otherwise than with a ``PolymaskError`` (a custom one's bug), or returns no string, raises ``ModalityFailed``."""
     _check(modality, text)
-    return modality.normalize_with_changes(text)
+    try:
+        normalized, changes = modality.normalize_with_changes(text)
+    except PolymaskError:  # InvalidRecord, or a message the modality meant for the user
+        raise
+    except Exception as exc:
+        frames = traceback.extract_tb(exc.__traceback__)
+        where = f" ({frames[-1].filename}, line {frames[-1].lineno})" if frames else ""
+        raise ModalityFailed(f"modality '{modality.name}' failed on the record {text[:40]!r}{where}: "
+                             f"{type(exc).__name__}: {one_line(exc)}; a record it cannot use should raise "
+                             f"polymask.InvalidRecord") from None
+    if not isinstance(normalized, str):
+        raise ModalityFailed(f"modality '{modality.name}': normalize returned {type(normalized).__name__}, not a "
+                             f"string, for the record {text[:40]!r}")
+    return normalized, changes

@@ -131,6 +131,14 @@ class Modality:
         """Build this modality's tokenizer from normalised records."""
         raise NotImplementedError
 
+    def new_tokenizer(self, texts: Iterable[str], vocab_size: int | None = None) -> Tokenizer:
+        """``build_tokenizer``, checked to give a ``tokenizers.Tokenizer`` (a custom modality's may not)."""
+        tokenizer = self.build_tokenizer(texts, vocab_size)
+        if not isinstance(tokenizer, Tokenizer):
+            raise DataError(f"modality '{self.name}': build_tokenizer returned {type(tokenizer).__name__}, not a "
+                            f"tokenizers.Tokenizer")
+        return tokenizer
+
     @property
     def mask_span(self) -> int:
         """Masking unit in tokens: 1, or k for overlapping k-mers (a base would leak otherwise)."""
@@ -156,7 +164,7 @@ class Modality:
             return load_tokenizer(named if use_name else given)
         path = builtin_dir("tokenizers") / self.tokenizer_name / "tokenizer.json"
         if not path.is_file() and not self.learned_vocabulary:
-            return self.build_tokenizer(())
+            return self.new_tokenizer(())
         if not path.is_file():
             raise DataError(
                 f"no built-in tokenizer '{self.tokenizer_name}' for modality '{self.name}'; build one with "
