@@ -67,10 +67,11 @@ def _module_name(path: Path) -> str:
         found = importlib.util.find_spec(stem)
         if found is None or found.origin is not None and Path(found.origin).resolve() == path:
             return stem
-    name, count = f"polymask_plugin_{stem if stem.isidentifier() else 'file'}", 1
+    base = f"polymask_plugin_{stem if stem.isidentifier() else 'file'}"
+    name, count = base, 1
     while name in sys.modules:
         count += 1
-        name = f"polymask_plugin_{stem if stem.isidentifier() else 'file'}_{count}"
+        name = f"{base}_{count}"
     return name
 
 
