@@ -1,11 +1,13 @@
 """SQuAD: the scorer against hand-computed scores, offsets on real questions, splits, decoding, the CLI."""
 import json
+import re
 import shutil
 
 import pytest
 import torch
 
 from polymask.cli import main
+from polymask.errors import DataError
 from polymask.modalities import MODALITIES
 from polymask.resources import builtin_dir
 from polymask.tasks.data.spec import load_task_spec
@@ -145,6 +147,68 @@ def test_questions_failing_the_record_checks_are_skipped_and_reported(tmp_path):
     assert {entry["source"] for entry in skipped} == {str(path)}
     assert reasons["question q2"] == reasons["question q4"] == "only whitespace or control characters"
     assert "12,500 characters, over the text limit of 10,000" in reasons["question q3"]
+
+
+def _squad_file(path, paragraphs, version="1.1"):
+    path.write_text(json.dumps({"version": version, "data": [{"title": "t", "paragraphs": paragraphs}]}))
+    return path
+
+
+def test_malformed_questions_are_skipped_by_id_and_a_malformed_layout_is_one_line(tmp_path):
+    """A field of the wrong type skips its question, named by id (else by place); the file's layout is a DataError."""
+    good = {"id": "ok", "question": "Who?", "answers": [{"text": "cat", "answer_start": 4}]}
+    faults = {"q-type": {"question": 12}, "start-str": {"answers": [{"text": "cat", "answer_start": "4"}]},
+              "start-float": {"answers": [{"text": "cat", "answer_start": 4.0}]},
+              "no-start": {"answers": [{"text": "cat"}]}, "text-null": {"answers": [{"text": None, "answer_start": 4}]},
+              "answers-object": {"answers": {"text": "cat", "answer_start": 4}}}
+    qas = [good, *({**good, "id": qid, **fault} for qid, fault in faults.items()), "not a question",
+           {key: value for key, value in good.items() if key != "id"} | {"question": None}]
+    paragraphs = [{"context": "The cat sat.", "qas": qas}, {"context": None, "qas": [{**good, "id": "ctx-null"}]}]
+    path = _squad_file(tmp_path / "dev.json", paragraphs)
+    skipped: list[dict] = []
+    examples, _ = read_squad(path, load_task_spec("squad/v1"), MODALITIES.get("text")(), skipped)
+    assert [example.qid for example in examples] == ["ok"]
+    assert {entry["line"]: entry["reason"] for entry in skipped} == {
+        "question q-type": "'question' is a number, not a string",
+        "question start-str": "'answer_start' '4' is not a whole number",
+        "question start-float": "'answer_start' 4.0 is not a whole number",
+        "question no-start": "'answer_start' is missing",
+        "question text-null": "'text' is null, not a string",
+        "question answers-object": "'answers' is an object, not a list of objects",
+        "question data[0].paragraphs[0].qas[7]": "a string, not an object",
+        "question data[0].paragraphs[0].qas[8]": "'question' is null, not a string",
+        "question ctx-null": "'context' is null, not a string"}
+    layouts = {"not a SQuAD file: the top level is a list, not an object": [1],
+               "not a SQuAD file: data is an object, not a list": {"data": {}},
+               "not a SQuAD file: data[0].paragraphs is missing": {"data": [{"title": "t"}]},
+               "not a SQuAD file: data[0].paragraphs[0].qas is a string, not a list":
+                   {"data": [{"paragraphs": [{"context": "c", "qas": "q"}]}]},
+               "question x: 'context' is missing, not a string; no usable question in the file":
+                   {"data": [{"paragraphs": [{"qas": [{**good, "id": "x"}]}]}]}}
+    for message, data in layouts.items():
+        path.write_text(json.dumps(data))
+        with pytest.raises(DataError, match="^" + re.escape(f"{path}: {message}") + "$"):
+            read_squad(path, load_task_spec("squad/v1"), MODALITIES.get("text")(), [])
+
+
+def test_training_questions_without_a_target_span_are_skipped_and_reported(tmp_path):
+    """A blank answer, or one not at its answer_start, gives no target: such training questions are skipped."""
+    context = "The cat sat on the mat. " * 3
+    answers = {"good": ("cat", 4), "empty": ("", 0), "blank": (" ", 3), "moved": ("cat", 5), "negative": ("mat.", -4)}
+    paragraphs = [{"context": context, "qas": [{"id": f"{article}-{name}", "question": "What?",
+                                                "answers": [{"text": text, "answer_start": start}]}
+                                               for name, (text, start) in answers.items()]}
+                  for article in range(10)]
+    data = {"version": "1.1", "data": [{"title": str(i), "paragraphs": [paragraph]} for i, paragraph in
+                                       enumerate(paragraphs)]}
+    (tmp_path / "dev-v1.1.json").write_text(json.dumps(data))
+    task = load_squad(load_task_spec("squad/v1"), MODALITIES.get("text")(), tmp_path)
+    assert task.train and all(example.qid.endswith("-good") for example in task.train)
+    reasons = {entry["line"].rsplit("-", 1)[1]: entry["reason"] for entry in task.skipped}
+    assert reasons == {"empty": "answer text is empty or only whitespace",
+                       "blank": "answer text is empty or only whitespace",
+                       "moved": "answer text not at answer_start", "negative": "answer text not at answer_start"}
+    assert len(task.skipped) == 4 * len({example.article for example in task.train})
 
 
 def test_best_spans_matches_brute_force():

@@ -11,6 +11,7 @@ from __future__ import annotations
 import json
 from dataclasses import dataclass, field
 from pathlib import Path
+from typing import Any
 
 import numpy as np
 
@@ -57,18 +58,21 @@ class SquadTask:
 
 def read_squad(path: Path, spec: TaskSpec, modality: Modality, skipped: list[dict]) -> tuple[list[QAExample], bool]:
     """Every usable question of an official-format file (``.gz`` accepted) and whether it is v2.0. The spec's
-    input columns name the question and context fields, its label column the answers field. A question whose
-    question or context fails the record checks (``normalize_record``) is skipped and reported in ``skipped``."""
+    input columns name the question and context fields, its label column the answers field. A file that departs
+    from SQuAD's layout (no ``data`` list of articles with ``paragraphs`` lists of ``qas`` lists) is a
+    ``DataError`` naming the place; a question with a malformed field, or whose question or context fails the
+    record checks (``normalize_record``), is skipped and reported in ``skipped``."""
     with open_text(path) as handle:
         try:
             data = json.loads("".join(handle))
         except ValueError as exc:
             raise DataError(f"{path}: not valid JSON ({exc})") from None
-    try:
-        examples, version_2 = _squad_examples(data, spec)
-    except (KeyError, TypeError, IndexError, AttributeError) as exc:
-        raise DataError(f"{path}: not a SQuAD file (field {exc} missing or malformed)") from None
-    return _checked(examples, modality, str(path), skipped), version_2
+    first = len(skipped)
+    examples = _checked(_squad_examples(data, spec, str(path), skipped), modality, str(path), skipped)
+    if not examples:
+        reason = f"{skipped[first]['line']}: {skipped[first]['reason']}; " if len(skipped) > first else ""
+        raise DataError(f"{path}: {reason}no usable question in the file")
+    return examples, str(data.get("version", "")).lstrip("v").startswith("2")
 
 
 def _checked(examples: list[QAExample], modality: Modality, source: str, skipped: list[dict]) -> list[QAExample]:
@@ -86,20 +90,65 @@ def _checked(examples: list[QAExample], modality: Modality, source: str, skipped
     return kept
 
 
-def _squad_examples(data: dict, spec: TaskSpec) -> tuple[list[QAExample], bool]:
+def _json_type(value: Any) -> str:
+    return {dict: "an object", list: "a list", str: "a string", bool: "a boolean", type(None): "null"}.get(
+        type(value), "a number")
+
+
+def _items(parent: Any, path: str, key: str, source: str) -> list:
+    """``parent[key]``, which SQuAD's layout makes a list; else a ``DataError`` naming the place."""
+    if not isinstance(parent, dict):
+        raise DataError(f"{source}: not a SQuAD file: {path or 'the top level'} is {_json_type(parent)}, "
+                        f"not an object")
+    items = parent.get(key)
+    if not isinstance(items, list):
+        found = "missing" if key not in parent else f"{_json_type(items)}, not a list"
+        raise DataError(f"{source}: not a SQuAD file: {f'{path}.' if path else ''}{key} is {found}")
+    return items
+
+
+def _string(record: dict, key: str) -> str:
+    value = record.get(key)
+    if not isinstance(value, str):
+        raise InvalidRecord(f"'{key}' is {'missing' if key not in record else _json_type(value)}, not a string")
+    return value
+
+
+def _example(qid: str, qa: dict, paragraph: dict, spec: TaskSpec, article: str) -> QAExample:
+    """One question of a paragraph; ``InvalidRecord`` naming its first malformed field."""
     question_field, context_field = spec.input_columns
     answers_field = spec.label_columns[0]
+    question, context = _string(qa, question_field), _string(paragraph, context_field)
+    answers = qa.get(answers_field)
+    if not isinstance(answers, list) or not all(isinstance(answer, dict) for answer in answers):
+        found = "missing" if answers_field not in qa else _json_type(answers)
+        raise InvalidRecord(f"'{answers_field}' is {found}, not a list of objects")
+    for answer in answers:
+        _string(answer, "text")
+        start = answer.get("answer_start")
+        if isinstance(start, bool) or not isinstance(start, int):
+            raise InvalidRecord(f"'answer_start' {start!r} is not a whole number" if "answer_start" in answer
+                                else "'answer_start' is missing")
+    return QAExample(qid, question.strip(), context, tuple(answer["text"] for answer in answers),
+                     answers[0]["answer_start"] if answers else -1, article)
+
+
+def _squad_examples(data: Any, spec: TaskSpec, source: str, skipped: list[dict]) -> list[QAExample]:
+    """The questions of a parsed file; a malformed question is reported in ``skipped`` (by its id, else its place)."""
     examples = []
-    for number, article in enumerate(data["data"]):
-        for paragraph in article["paragraphs"]:
-            context = paragraph[context_field]
-            for qa in paragraph["qas"]:
-                answers = qa[answers_field]
-                examples.append(QAExample(qa["id"], qa[question_field].strip(), context,
-                                          tuple(a["text"] for a in answers),
-                                          answers[0]["answer_start"] if answers else -1,
-                                          f"{number}: {article.get('title', '')}"))
-    return examples, str(data.get("version", "")).lstrip("v").startswith("2")
+    for number, article in enumerate(_items(data, "", "data", source)):
+        paragraphs = _items(article, f"data[{number}]", "paragraphs", source)
+        for index, paragraph in enumerate(paragraphs):
+            place = f"data[{number}].paragraphs[{index}]"
+            for at, qa in enumerate(_items(paragraph, place, "qas", source)):
+                qid = str(qa["id"]) if isinstance(qa, dict) and "id" in qa else f"{place}.qas[{at}]"
+                try:
+                    if not isinstance(qa, dict):
+                        raise InvalidRecord(f"{_json_type(qa)}, not an object")
+                    examples.append(_example(qid, qa, paragraph, spec, f"{number}: {article.get('title', '')}"))
+                except InvalidRecord as exc:
+                    skipped.append({"source": source, "line": f"question {qid}", "reason": exc.reason})
+    return examples
 
 
 def _articles(examples: list[QAExample]) -> list[str]:
@@ -131,16 +180,25 @@ def article_split(examples: list[QAExample], fractions: tuple[float, float, floa
     return [_of_articles(examples, chosen) for chosen in parts]
 
 
-def _answer_found(example: QAExample) -> bool:
-    start = example.answer_start
-    return not example.answers or example.context[start:start + len(example.answers[0])] == example.answers[0]
+def _answer_problem(example: QAExample) -> str | None:
+    """Why a training question's first answer gives no target span (blank, or not where it says it is), or None."""
+    if not example.answers:
+        return None
+    start, text = example.answer_start, example.answers[0]
+    if not text.strip():
+        return "answer text is empty or only whitespace"
+    return None if start >= 0 and example.context[start:start + len(text)] == text else "answer text not at answer_start"
 
 
 def _trainable(examples: list[QAExample], source: str, skipped: list[dict]) -> list[QAExample]:
-    """Training questions whose first answer is where it says it is (the others are skipped and reported)."""
-    kept = [example for example in examples if _answer_found(example)]
-    skipped += [{"source": source, "line": f"question {example.qid}", "reason": "answer text not at answer_start"}
-                for example in examples if not _answer_found(example)]
+    """Training questions whose first answer gives a target span (the others are skipped and reported)."""
+    kept = []
+    for example in examples:
+        problem = _answer_problem(example)
+        if problem:
+            skipped.append({"source": source, "line": f"question {example.qid}", "reason": problem})
+        else:
+            kept.append(example)
     return kept
 
 
