@@ -97,6 +97,27 @@ def test_string_labels_map_to_label_values(text, tmp_path):
     assert "is not one of" in load_task(load_task_spec("glue/rte"), text, folder).skipped[0]["reason"]
 
 
+def test_a_class_label_outside_the_task_is_skipped_with_its_line(text, tmp_path):
+    """A binary label other than 0/1 (MRPC's 2) trained as a BCE target and crashed F1 on a dev file; a class
+    number that is negative or fractional crashed cross-entropy: each such row is skipped, named by line."""
+    header = "\ufeffQuality\t#1 ID\t#2 ID\t#1 String\t#2 String\n"
+    rows = "1\t1\t2\tIt rained all day.\tIt poured.\n0\t3\t4\tShe left early.\tHe stayed late.\n"
+    folder = write_layout(tmp_path, "MRPC", header + rows * 5, header + rows + "2\t5\t6\tA.\tB.\n0.5\t7\t8\tC.\tD.\n")
+    task = load_task(load_task_spec("glue/mrpc"), text, folder)
+    assert task.test.labels[:, 0].tolist() == [1.0, 0.0]
+    assert [(entry["line"], entry["reason"]) for entry in task.skipped] == [
+        (4, "label 2 is not 0 or 1 (a binary task)"), (5, "label 0.5 is not 0 or 1 (a binary task)")]
+    spec = load_task_spec("glue/mnli").model_copy(update={"label_values": None, "extra_test_files": {}})
+    header = "sentence1\tsentence2\tgold_label\n"
+    rows = "A dog barks.\tA sound.\t0\nA dog barks.\tA cat.\t1\nA dog.\tAn animal.\t2\n"
+    write_layout(tmp_path, "MNLI", header + rows * 4, header + rows + "A.\tB.\t-1\nC.\tD.\t1.5\n")
+    (tmp_path / "MNLI" / "dev_matched.tsv").write_bytes((tmp_path / "MNLI" / "dev.tsv").read_bytes())
+    task = load_task(spec, text, tmp_path)
+    assert task.test.labels[:, 0].tolist() == [0.0, 1.0, 2.0]
+    assert [entry["reason"] for entry in task.skipped] == ["class label -1 is not a class number (0, 1, 2, ...)",
+                                                           "class label 1.5 is not a class number (0, 1, 2, ...)"]
+
+
 def test_a_task_without_its_files_is_reported_missing(text):
     with pytest.raises(DataError, match="QNLI/train.tsv' not found"):
         load_task(load_task_spec("glue/qnli"), text, EXCERPTS)

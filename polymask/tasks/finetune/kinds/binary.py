@@ -3,6 +3,7 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING, Any
 
+from polymask.errors import InvalidRecord
 from polymask.tasks.data.task_kind import register_task_kind
 from polymask.tasks.finetune.kinds.table import TableTaskKind, class_columns
 
@@ -22,6 +23,13 @@ class Binary(TableTaskKind):
     problem_type = "multi_label_classification"
     metrics = ("roc_auc", ("prc_auc",))
     card_phrase = "a binary classification head (a sigmoid per task)"
+
+    @classmethod
+    def check_labels(cls, values: list[float]) -> None:
+        """Each target is 0 or 1 (or missing): BCE would take another number, and the metrics fail on it."""
+        outside = next((value for value in values if value == value and value not in (0.0, 1.0)), None)
+        if outside is not None:
+            raise InvalidRecord(f"label {outside:g} is not 0 or 1 (a binary task)")
 
     @classmethod
     def class_names(cls, spec: "TaskSpec", n_outputs: int) -> list[str]:

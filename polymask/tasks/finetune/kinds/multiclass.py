@@ -28,6 +28,8 @@ class Multiclass(TableTaskKind):
 
         if np.isnan(values).any():
             raise InvalidRecord("missing class label")
+        if values[0] < 0 or not float(values[0]).is_integer():
+            raise InvalidRecord(f"class label {values[0]:g} is not a class number (0, 1, 2, ...)")
 
     @classmethod
     def n_outputs(cls, spec: "TaskSpec", label_names: list[str], train_labels: np.ndarray) -> int:
