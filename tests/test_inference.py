@@ -5,6 +5,7 @@ import csv
 import gzip
 import json
 import shutil
+import unicodedata
 from pathlib import Path
 
 import numpy as np
@@ -254,6 +255,15 @@ def test_span_model_answers_questions_from_their_context(tiny_text_checkpoint, t
     assert list(answers.columns[3:]) == ["predicted_answer", "no_answer_score", "reason"]
     assert all(answer in paragraph["context"] for answer in answers["predicted_answer"][:3])
     assert answers["reason"].tolist() == ["", "", "", "empty text"]
+
+
+def test_span_answers_are_read_from_the_context_as_given(tiny_text_checkpoint, tmp_path):
+    """A decomposed (NFD) context gets an answer in its own characters, not in their NFC form."""
+    folder = finetune_cli(tiny_text_checkpoint, "squad/v1", tmp_path / "squad", "--max-len", "128",
+                          "--set", "span.doc_stride=48")
+    context = unicodedata.normalize("NFD", "Éloïse à Noël: café, crème brûlée, pâté, naïveté, déjà vu. " * 4)
+    answers = polymask.load_model(folder).predict(pd.DataFrame({"question": ["Où?"], "context": [f"  {context}"]}))
+    assert answers["predicted_answer"][0] and answers["predicted_answer"][0] in context
 
 
 def test_dna_model_predicts_a_fasta_file_keeping_its_ids(pretrained, tmp_path, capsys):

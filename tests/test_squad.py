@@ -2,7 +2,9 @@
 import json
 import re
 import shutil
+import unicodedata
 
+import numpy as np
 import pytest
 import torch
 
@@ -11,9 +13,9 @@ from polymask.errors import DataError
 from polymask.modalities import MODALITIES
 from polymask.resources import builtin_dir
 from polymask.tasks.data.spec import load_task_spec
-from polymask.tasks.data.squad import load_squad, read_squad
+from polymask.tasks.data.squad import QAExample, load_squad, read_squad
 from polymask.tasks.finetune.options import SpanOptions
-from polymask.tasks.finetune.span_features import best_spans, build_features, windows
+from polymask.tasks.finetune.span_features import answer_predictions, best_spans, build_features, windows
 from polymask.tasks.metrics.squad import (
     Golds,
     best_exact_match,
@@ -209,6 +211,17 @@ def test_training_questions_without_a_target_span_are_skipped_and_reported(tmp_p
                        "blank": "answer text is empty or only whitespace",
                        "moved": "answer text not at answer_start", "negative": "answer text not at answer_start"}
     assert len(task.skipped) == 4 * len({example.article for example in task.train})
+
+
+def test_a_span_of_decomposed_text_keeps_its_last_combining_accent(tokenizer):
+    """NFC aligns "a" + U+0300 with the "a" only: the span is extended over the accent, so it reads back as given."""
+    context = unicodedata.normalize("NFD", "Il est allé là où Noël était, à Paris.")
+    answer = unicodedata.normalize("NFD", "allé là")
+    example = QAExample("q", "Où?", context, (answer,), context.index(answer), "a")
+    features = build_features([example], tokenizer, 128, SpanOptions())
+    [(text, _)] = answer_predictions(features, [example], np.zeros(1), np.array(features.starts),
+                                     np.array(features.ends), np.zeros(1), allow_null=False)
+    assert text == answer
 
 
 def test_best_spans_matches_brute_force():

@@ -35,11 +35,12 @@ def predict_answers_of(model: "FinetunedModel", inputs: Sequence[Inputs], reason
         try:
             if parts is None:
                 raise InvalidRecord(reasons[row] or "no value")
-            question, context = (normalize_record(model.modality, part) for part in parts)
+            for part in parts:
+                normalize_record(model.modality, part)
         except InvalidRecord as exc:
             reasons[row] = exc.reason
             continue
-        examples.append(QAExample(str(row), question, context, (), -1, ""))
+        examples.append(QAExample(str(row), parts[0].strip(), parts[1], (), -1, ""))  # as read, as at fine-tuning
         rows.append(row)
     options = {**model.meta["span"]}
     allow_null = options.pop("allow_no_answer")

@@ -7,6 +7,7 @@ and map a predicted span back to the context's characters.
 """
 from __future__ import annotations
 
+import unicodedata
 from dataclasses import dataclass, field
 
 import numpy as np
@@ -112,6 +113,17 @@ def best_spans(start_logits: Tensor, end_logits: Tensor, max_answer_len: int) ->
     return scores, flat // (width - 1) + 1, flat % (width - 1) + 1, start_logits[:, 0] + end_logits[:, 0]
 
 
+def span_end(context: str, start: int, end: int) -> int:
+    """``end`` moved past the characters NFC composes into the one before them (the combining accent of decomposed
+    text, "a\u0300"): the tokenizer's NFC normaliser aligns a composed character with its first code point only."""
+    def composed(stop: int) -> int:
+        return len(unicodedata.normalize("NFC", context[start:stop]))
+
+    while end < len(context) and not context[end].isascii() and composed(end + 1) == composed(end):
+        end += 1
+    return end
+
+
 def answer_predictions(features: SpanFeatures, examples: list[QAExample], scores: np.ndarray, starts: np.ndarray,
                        ends: np.ndarray, null_scores: np.ndarray, allow_null: bool) -> list[tuple[str, float]]:
     """Per example: the best span over its windows as context text, and its no-answer score (the lowest
@@ -121,7 +133,8 @@ def answer_predictions(features: SpanFeatures, examples: list[QAExample], scores
     for row, index in enumerate(features.example):
         offsets = features.offsets[row]
         first, last = starts[row] - features.context_from[row], ends[row] - features.context_from[row]
-        text = examples[index].context[offsets[first][0]:offsets[last][1]].strip()
+        context = examples[index].context
+        text = context[offsets[first][0]:span_end(context, offsets[first][0], offsets[last][1])].strip()
         if index not in best or scores[row] > best[index][0]:
             best[index] = (float(scores[row]), text)
         null[index] = min(null.get(index, float("inf")), float(null_scores[row]))
