@@ -223,12 +223,13 @@ def test_text_pair_model_predicts_a_tsv_row_by_row(tiny_text_checkpoint, tmp_pat
                           str(REPO / "tests/data/glue"))
     dev = pd.read_csv(REPO / "tests/data/glue/WNLI/dev.tsv", sep="\t", dtype=str, keep_default_na=False)
     dev.loc[5, "sentence2"] = ""
+    dev.loc[0, "sentence1"] = '" ' + dev.loc[0, "sentence1"]  # GLUE's TSV: quote characters are plain text
     data = tmp_path / "pairs.tsv"
-    dev.to_csv(data, sep="\t", index=False)
+    data.write_text("".join("\t".join(row) + "\n" for row in [dev.columns, *dev.values]))
     assert main(["predict", "--model", str(folder), "--data", str(data), "--out", str(tmp_path / "p.csv"),
                  "--quiet"]) == 0
     predicted = read_output(tmp_path / "p.csv")
-    assert predicted[list(dev.columns)].equals(dev)  # the index and label columns survive
+    assert predicted[list(dev.columns)].equals(dev)  # every row, read as fine-tuning read the task's files
     assert list(predicted.columns[len(dev.columns):]) == ["prob_0", "prob_1", "predicted_label", "reason"]
     assert predicted["reason"][5] == "empty text" and predicted["prob_0"][5] == ""
     assert (predicted["reason"].drop(5) == "").all()

@@ -45,7 +45,8 @@ def _require_a_usable_row(data: Path, reasons: list[str | None]) -> None:
 def _input_table(args: argparse.Namespace, applied: Any) -> Any:
     from polymask.inference.table import read_input_table
 
-    return read_input_table(args.data, args.column, applied.column_defaults, len(applied.input_columns))
+    return read_input_table(args.data, args.column, applied.column_defaults, len(applied.input_columns),
+                            applied.tsv_quoting)
 
 
 def _arrow_table(frame: Any, out: Path) -> Any:

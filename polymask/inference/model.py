@@ -78,6 +78,9 @@ class AppliedEncoder:
         self.pooling = pooling
         self.input_columns = list(input_columns)
         self.pad = SpecialIds.of(tokenizer).pad
+        #: whether quote characters in a .tsv file quote fields (CSV-style); not for a model whose task read its
+        #: TSV files with quotes as plain text (GLUE's), so that its own files are read as fine-tuning read them
+        self.tsv_quoting = True
 
     @property
     def column_defaults(self) -> list[str]:
@@ -196,6 +199,7 @@ class FinetunedModel(AppliedEncoder):
         super().__init__(encoder, tokenizer, modality_from(meta["modality"]), meta["max_len"], meta["pooling"],
                          self.task["input_columns"], device)
         self.network.eval().to(self.device)
+        self.tsv_quoting = self.task.get("delimiter") != "\t" or self.task.get("quoting", True)
         #: the invariances predictions are averaged over (``test_time_average`` at fine-tuning), else none
         self.averaged_over: list[str] = (self.modality.varied(self.task.get("invariant_to", []))
                                          if self.settings.test_time_average else [])

@@ -7,6 +7,7 @@ line in the file) and, for .smi, the molecule's ``name``; for FASTA, the header'
 """
 from __future__ import annotations
 
+import csv
 from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Sequence
@@ -61,11 +62,13 @@ def choose_columns(available: Sequence[str], wanted: Sequence[str] | None, defau
     return [name if name in available else lowered[name.lower()] for name in defaults[:count]]
 
 
-def _delimited(path: Path) -> tuple["pd.DataFrame", list[str | None]]:
+def _delimited(path: Path, tsv_quoting: bool) -> tuple["pd.DataFrame", list[str | None]]:
     import pandas as pd
 
+    tsv = file_kind(path) == ".tsv"
+    quoting = csv.QUOTE_MINIMAL if tsv_quoting or not tsv else csv.QUOTE_NONE
     with open_text(path) as handle:
-        parsed = csv_rows(handle, path, delimiter="\t" if file_kind(path) == ".tsv" else ",")
+        parsed = csv_rows(handle, path, delimiter="\t" if tsv else ",", quoting=quoting)
         _, header = next(parsed, (0, None))
         if header is None:
             raise DataError(f"{path}: empty file")
@@ -94,9 +97,13 @@ def _parquet(path: Path) -> tuple["pd.DataFrame", list[str | None]]:
     return frame, [None] * len(frame)
 
 
-def _table(path: Path, wanted: Sequence[str] | None, defaults: Sequence[str], count: int) -> InputTable:
-    readers = {".csv": _delimited, ".tsv": _delimited, ".jsonl": _jsonl, ".parquet": _parquet}
-    frame, read_errors = readers[file_kind(path)](path)
+def _table(path: Path, wanted: Sequence[str] | None, defaults: Sequence[str], count: int,
+           tsv_quoting: bool) -> InputTable:
+    kind = file_kind(path)
+    if kind in (".csv", ".tsv"):
+        frame, read_errors = _delimited(path, tsv_quoting)
+    else:
+        frame, read_errors = {".jsonl": _jsonl, ".parquet": _parquet}[kind](path)
     columns = choose_columns(list(frame.columns), wanted, defaults, count, str(path))
     inputs, reasons, _ = as_inputs(frame, columns)
     reasons = [error or reason for error, reason in zip(read_errors, reasons)]
@@ -119,9 +126,10 @@ def _entry_names(path: Path, lines: list[int]) -> dict[str, list[str]]:
 
 
 def read_input_table(path: Path, wanted: Sequence[str] | None, defaults: Sequence[str],
-                     count: int = 1) -> InputTable:
+                     count: int = 1, tsv_quoting: bool = True) -> InputTable:
     """Every row of ``path`` and the model's inputs in it; ``defaults`` are the column names tried when
-    ``wanted`` names none (the model's own input columns first)."""
+    ``wanted`` names none (the model's own input columns first). Without ``tsv_quoting``, quote characters in a
+    .tsv file are plain text (GLUE's files)."""
     import pandas as pd
 
     kind = file_kind(path)
@@ -129,7 +137,7 @@ def read_input_table(path: Path, wanted: Sequence[str] | None, defaults: Sequenc
     reader_for(path)  # an unsupported type fails here, naming the supported ones
     try:
         if kind in TABLES:
-            return _table(path, wanted, defaults, count)
+            return _table(path, wanted, defaults, count, tsv_quoting)
         if count != 1:
             raise DataError(f"{path}: the model reads {count} columns {list(defaults[:count])}; give a table "
                             f"({', '.join(TABLES)})")
