@@ -131,13 +131,18 @@ def cmd_tokenizer_train(args: argparse.Namespace) -> int:
     from polymask.data.records import normalize_record
     from polymask.errors import InvalidRecord
     from polymask.modalities import MODALITIES
+    from polymask.schema import validated
     from polymask.tokenization import save_tokenizer
 
     modality_cls = MODALITIES.get(args.modality)
     raw: dict[str, Any] = {"name": args.modality}
     for assignment in args.option or []:
         apply_override(raw, assignment)
-    modality = modality_cls(modality_cls.Config.model_validate(raw))
+    if args.vocab_size is not None and "vocab_size" in modality_cls.Config.model_fields:
+        raw["vocab_size"] = args.vocab_size  # checked as the option is (text: at least 300)
+    elif args.vocab_size is not None and args.vocab_size < 1:
+        raise ConfigError(f"--vocab-size {args.vocab_size}: give a positive number")
+    modality = modality_cls(validated(modality_cls.Config, raw, f"{args.modality} option"))
     paths = args.input or modality.corpus_paths()
     texts, skipped = [], 0
     records = (record for path in paths for record in read_records(path, args.column, modality.default_columns))

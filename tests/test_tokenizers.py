@@ -172,3 +172,22 @@ def test_tokenizer_cli_builds_a_tokenizer(tmp_path):
     assert main(["tokenizer", "train", "--modality", "smiles", "--input", str(corpus), "--out", str(tmp_path / "tok")]) == 0
     tokenizer = load_tokenizer(tmp_path / "tok")
     assert tokenizer.token_to_id("[Se]") is not None
+
+
+@pytest.mark.parametrize("options, line", [
+    (["--vocab-size", "0"], "invalid text option: vocab_size: Input should be greater than or equal to 300 (got 0)"),
+    (["--vocab-size", "-5"], "invalid text option: vocab_size: Input should be greater than or equal to 300 (got -5)"),
+    (["--option", "vocab_size=5"], "invalid text option: vocab_size: Input should be greater than or equal to 300 "
+                                   "(got 5)"),
+    (["--option", "vocab=5"], "invalid text option: vocab: Extra inputs are not permitted (got 5); did you mean "
+                              "'vocab_size'?")])
+def test_tokenizer_cli_refuses_a_vocabulary_size_in_one_line(tmp_path, capsys, options, line):
+    """--vocab-size 0 was taken as the default, -5 an OverflowError, --option vocab_size=5 a pydantic traceback."""
+    from polymask.cli import main
+
+    corpus = tmp_path / "corpus.txt"
+    corpus.write_text("A line of text.\nAnother line.\n")
+    assert main(["tokenizer", "train", "--modality", "text", "--input", str(corpus), "--out", str(tmp_path / "tok"),
+                 *options]) == 2
+    assert capsys.readouterr().err.strip() == f"polymask: error: {line}"
+    assert not (tmp_path / "tok").exists()
