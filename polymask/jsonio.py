@@ -12,6 +12,7 @@ naming the file.
 from __future__ import annotations
 
 import contextlib
+import errno
 import json
 import math
 import os
@@ -51,7 +52,9 @@ def number(value: Any) -> float:
 
 def _failure(path: Path, exc: OSError) -> OutputError:
     reason = exc.strerror or str(exc)
-    return OutputError(f"cannot write {path}: {reason} (free some space or choose another output folder)")
+    full = exc.errno in (errno.ENOSPC, errno.EDQUOT)
+    return OutputError(f"cannot write {path}: {reason} ({'free some space or ' if full else ''}choose another output "
+                       f"folder)")
 
 
 @contextlib.contextmanager
