@@ -152,7 +152,8 @@ def test_questions_failing_the_record_checks_are_skipped_and_reported(tmp_path):
 
 
 def _squad_file(path, paragraphs, version="1.1"):
-    path.write_text(json.dumps({"version": version, "data": [{"title": "t", "paragraphs": paragraphs}]}))
+    data = {"data": [{"title": "t", "paragraphs": paragraphs}], **({"version": version} if version else {})}
+    path.write_text(json.dumps(data))
     return path
 
 
@@ -191,6 +192,19 @@ def test_malformed_questions_are_skipped_by_id_and_a_malformed_layout_is_one_lin
         path.write_text(json.dumps(data))
         with pytest.raises(DataError, match="^" + re.escape(f"{path}: {message}") + "$"):
             read_squad(path, load_task_spec("squad/v1"), MODALITIES.get("text")(), [])
+
+
+def test_a_file_with_an_unanswerable_question_is_scored_by_the_v2_rules_whatever_its_version(tmp_path):
+    """v1.1's rules cannot score a question without an answer (max() of no gold answer crashed after training)."""
+    qas = [{"id": "a", "question": "Who?", "answers": [{"text": "cat", "answer_start": 4}]},
+           {"id": "b", "question": "Why?", "answers": []}]
+    paragraphs = [{"context": "The cat sat.", "qas": qas}]
+    spec, text = load_task_spec("squad/v1"), MODALITIES.get("text")()
+    for version in ("1.1", None):
+        path = _squad_file(tmp_path / "dev.json", paragraphs, version)
+        assert read_squad(path, spec, text, [])[1]
+    assert not read_squad(_squad_file(tmp_path / "dev.json", [{"context": "The cat sat.", "qas": qas[:1]}]), spec,
+                          text, [])[1]
 
 
 def test_training_questions_without_a_target_span_are_skipped_and_reported(tmp_path):

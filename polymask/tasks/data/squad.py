@@ -57,9 +57,9 @@ class SquadTask:
 
 
 def read_squad(path: Path, spec: TaskSpec, modality: Modality, skipped: list[dict]) -> tuple[list[QAExample], bool]:
-    """Every usable question of an official-format file (``.gz`` accepted) and whether it is v2.0. The spec's
-    input columns name the question and context fields, its label column the answers field. A file that departs
-    from SQuAD's layout (no ``data`` list of articles with ``paragraphs`` lists of ``qas`` lists) is a
+    """Every usable question of an official-format file (``.gz`` accepted) and whether it is v2.0 (so declared, or
+    holding an unanswerable question, which v1.1's rules cannot score). The spec's input columns name the question
+    and context fields, its label column the answers field. A file that departs from SQuAD's layout (no ``data`` list of articles with ``paragraphs`` lists of ``qas`` lists) is a
     ``DataError`` naming the place; a question with a malformed field, or whose question or context fails the
     record checks (``normalize_record``), is skipped and reported in ``skipped``."""
     with open_text(path) as handle:
@@ -72,7 +72,8 @@ def read_squad(path: Path, spec: TaskSpec, modality: Modality, skipped: list[dic
     if not examples:
         reason = f"{skipped[first]['line']}: {skipped[first]['reason']}; " if len(skipped) > first else ""
         raise DataError(f"{path}: {reason}no usable question in the file")
-    return examples, str(data.get("version", "")).lstrip("v").startswith("2")
+    declared = str(data.get("version", "")).lstrip("v").startswith("2")
+    return examples, declared or any(not example.answers for example in examples)
 
 
 def _checked(examples: list[QAExample], modality: Modality, source: str, skipped: list[dict]) -> list[QAExample]:
