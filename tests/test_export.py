@@ -267,3 +267,12 @@ def test_remote_classes_of_a_native_export_refuse_a_foreign_esm_config():
         with pytest.raises(ValueError, match="not one .*load this model in a new process"):
             cls(EsmConfig(vocab_size=33, hidden_size=8, num_hidden_layers=1, num_attention_heads=2,
                           intermediate_size=16, position_embedding_type="rotary"))
+
+
+def test_the_card_says_what_polymask_does_with_a_long_record_of_each_modality():
+    """Text was said to be refused over max_len, as SMILES are; predict and fine-tuning read its first tokens."""
+    from polymask.modalities import MODALITIES
+
+    assert MODALITIES.get("text")().export_record_advice(128) == \
+        "polymask reads a longer record's first 128 tokens: tokenise with `truncation=True`."
+    assert "polymask refuses a record longer than 128 tokens" in MODALITIES.get("smiles")().export_record_advice(128)

@@ -105,7 +105,7 @@ def encode_records(inputs: Sequence[Inputs], reasons: Sequence[str | None], moda
     for index, encoding in zip(accepted, encodings):
         ids = encoding.ids
         if len(ids) > max_len:
-            if modality.overflow == "skip" and not modality.packed:
+            if modality.never_cuts:
                 reasons[index] = f"{len(ids)} tokens, more than the model's max_len {max_len}"
                 records[index] = None
                 continue

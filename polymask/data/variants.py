@@ -55,7 +55,7 @@ def encode_variants(records: Sequence[tuple[str, ...]], modality: Modality, toke
     record is not (a randomised SMILES can run longer than the record). Each record keeps its first variant, itself."""
     variants = expand_variants(records, modality, invariances)
     ids, cut = tokenize_normalised(variants.inputs, modality, tokenizer, max_len)
-    if modality.overflow != "skip" or modality.packed:
+    if not modality.never_cuts:
         return variants, ids
     cut = np.asarray(cut, dtype=bool)
     first = np.diff(variants.owner, prepend=-1) != 0  # owner is sorted: a record's variants are consecutive

@@ -61,6 +61,12 @@ class Modality:
     #: user's own table of these records is fine-tuned with where the command line is silent; None: the defaults.
     finetune_recipe: ClassVar[str | None] = None
 
+    @property
+    def never_cuts(self) -> bool:
+        """Whether a record longer than the model is refused rather than cut: "skip" overflow, unless records are
+        packed (text, whose longer records a fine-tuned model reads the first ``max_len`` tokens of)."""
+        return self.overflow == "skip" and not self.packed
+
     def __init__(self, config: ModalityConfig | None = None) -> None:
         self.config = config if config is not None else self.Config(name=self.name)
 
@@ -115,7 +121,7 @@ class Modality:
         """A model card's word on records: ``exported_tokenizer_note`` and what polymask does with a record longer
         than ``max_len`` tokens."""
         longer = (f"polymask refuses a record longer than {max_len} tokens (it never cuts one)."
-                  if self.overflow == "skip" else
+                  if self.never_cuts else
                   f"polymask reads a longer record's first {max_len} tokens: tokenise with `truncation=True`.")
         return " ".join(filter(None, (self.exported_tokenizer_note(), longer)))
 
