@@ -12,7 +12,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING
 
-from tokenizers import AddedToken, Tokenizer, processors
+from tokenizers import AddedToken, Encoding, Tokenizer, processors
 
 from polymask.errors import DataError
 from polymask.jsonio import atomic_path, dumps, make_dir, write_text
@@ -48,10 +48,26 @@ class SpecialIds:
         return (self.pad, self.unk, self.cls, self.sep, self.mask)
 
 
-def cut_to_max_len(ids: list[int], max_len: int, sep: int) -> list[int]:
-    """``ids`` of an encoded input ([CLS] ... [SEP]) cut to ``max_len`` tokens still ending in [SEP] (``sep``);
-    unchanged when it fits."""
-    return ids if len(ids) <= max_len else ids[:max_len - 1] + [sep]
+def cut_encoding(encoding: Encoding, max_len: int) -> list[int]:
+    """An encoded input's ids cut to ``max_len`` tokens, its specials kept: one input loses its end; a pair loses the
+    end of its longer part, a token at a time (BERT's longest-first), so a long first sentence never crowds out the
+    second. Unchanged when it fits."""
+    ids = encoding.ids
+    if len(ids) <= max_len:
+        return ids
+    parts = encoding.sequence_ids
+    kept_per_part = [parts.count(0), parts.count(1)]
+    for _ in range(len(ids) - max_len):
+        kept_per_part[0 if kept_per_part[0] > kept_per_part[1] else 1] -= 1
+    seen = [0, 0]
+    kept = []
+    for token, part in zip(ids, parts):
+        if part is not None:
+            seen[part] += 1
+            if seen[part] > kept_per_part[part]:
+                continue
+        kept.append(token)
+    return kept
 
 
 def add_special_token_processing(tokenizer: Tokenizer) -> Tokenizer:

@@ -84,14 +84,11 @@ def test_every_objective_is_built_with_its_shape_bound():
         assert (type(objective), objective.mask_span, objective.shape_multiple) == (OBJECTIVES.get(name), 3, 16)
 
 
-def test_one_rule_rounds_shapes_and_one_cuts_to_max_len():
+def test_one_rule_rounds_shapes():
     from polymask.data.batching import round_up
     from polymask.objectives.visible import compact_visible
-    from polymask.tokenization import cut_to_max_len
 
     assert [round_up(n, 16) for n in (1, 16, 17)] == [16, 16, 32] and round_up(7, 1) == 7
     assert collate([[2, 5, 3]], pad_id=0, multiple=16).input_ids.shape == (1, 16)
     visible = torch.tensor([[True] * 5 + [False] * 30])
     assert compact_visible(torch.arange(35)[None], visible, 0, multiple=16).input_ids.shape == (1, 16)
-    assert cut_to_max_len([2, 7, 8, 9, 3], 4, sep=3) == [2, 7, 8, 3]
-    assert cut_to_max_len([2, 7, 3], 4, sep=3) == [2, 7, 3]

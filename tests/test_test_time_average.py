@@ -123,7 +123,7 @@ def test_the_window_follows_the_tokenizer_not_the_config_so_a_saved_model_reads_
     bases 48 3-mers would hold. Overlapping k-mers from a tokenizer file (the built-in one, named) are cut after
     max_len - 2 k-mers, so the reverse strand reads the forward one's bases, not the record's end."""
     from polymask.data.model_inputs import encode_records, tokenize_normalised
-    from polymask.tokenization import add_special_token_processing, cut_to_max_len
+    from polymask.tokenization import add_special_token_processing, cut_encoding
 
     record = random_bases(2000)
     bpe = add_special_token_processing(bpe_on(record, vocab_size=400))
@@ -131,7 +131,7 @@ def test_the_window_follows_the_tokenizer_not_the_config_so_a_saved_model_reads_
     window = trained.first_window(record, 50, bpe)
     assert len(window) > 48 * 3 and saved.first_window(record, 50, bpe) == window  # tokens longer than 3 bases
     encoded = encode_records([(record,)], [None], saved, bpe, 50)
-    assert encoded.ids[0] == cut_to_max_len(bpe.encode(record).ids, 50, bpe.token_to_id("[SEP]"))
+    assert encoded.ids[0] == cut_encoding(bpe.encode(record), 50)
     assert encoded.truncated == 1
 
     named = Dna(DnaConfig(k=6, overlapping=True, tokenizer="dna-6mer-overlap"))

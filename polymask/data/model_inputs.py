@@ -20,7 +20,7 @@ from polymask.data.records import normalize_record
 from polymask.errors import ConfigError, InvalidRecord
 from polymask.modalities.base import Modality
 from polymask.runtime import autocast, progress_bar
-from polymask.tokenization import SpecialIds, cut_to_max_len
+from polymask.tokenization import SpecialIds, cut_encoding
 
 #: One record: its input strings (one, or two for a pair task), or None when it could not even be read.
 Inputs = tuple[str, ...] | None
@@ -109,7 +109,7 @@ def encode_records(inputs: Sequence[Inputs], reasons: Sequence[str | None], moda
                 reasons[index] = f"{len(ids)} tokens, more than the model's max_len {max_len}"
                 records[index] = None
                 continue
-            ids = cut_to_max_len(ids, max_len, specials.sep)
+            ids = cut_encoding(encoding, max_len)
             encoded.truncated += 1
         elif windowed[index]:
             encoded.truncated += 1
@@ -121,16 +121,14 @@ def encode_records(inputs: Sequence[Inputs], reasons: Sequence[str | None], moda
 def tokenize_normalised(inputs: Sequence[tuple[str, ...]], modality: Modality, tokenizer: Tokenizer,
                         max_len: int) -> tuple[list[list[int]], list[bool]]:
     """Token ids of records already normalised (a task's splits, their augmented or test-time variants), as
-    fine-tuning reads them: [CLS] a [SEP] or [CLS] a [SEP] b [SEP], cut to ``max_len`` (the record first cut to
-    ``Modality.first_window``); and which were cut. Never normalised again: a randomised SMILES stays the atom
+    fine-tuning reads them: [CLS] a [SEP] or [CLS] a [SEP] b [SEP], cut to ``max_len`` by ``cut_encoding`` (the record
+    first cut to ``Modality.first_window``); and which were cut. Never normalised again: a randomised SMILES stays the atom
     order it was drawn in."""
-    sep = SpecialIds.of(tokenizer).sep
     windows = [tuple(modality.first_window(text, max_len, tokenizer) for text in parts) for parts in inputs]
     prepared = [tuple(modality.tokenizer_input(text) for text in parts) for parts in windows]
     encodings = tokenizer.encode_batch([parts if len(parts) == 2 else parts[0] for parts in prepared])
-    ids = [encoding.ids for encoding in encodings]
-    cut = [len(row) > max_len or window != parts for row, window, parts in zip(ids, windows, inputs)]
-    return [cut_to_max_len(row, max_len, sep) for row in ids], cut
+    cut = [len(encoding) > max_len or window != parts for encoding, window, parts in zip(encodings, windows, inputs)]
+    return [cut_encoding(encoding, max_len) for encoding in encodings], cut
 
 
 def run_batched(sequences: Sequence[list[int]], forward: Callable[[Batch, np.ndarray], np.ndarray], width: int,

@@ -9,7 +9,7 @@ from tokenizers import Tokenizer
 
 from polymask.checkpoints.pretrained import LoadedCheckpoint
 from polymask.errors import DataError, InvalidRecord
-from polymask.tokenization import cut_to_max_len
+from polymask.tokenization import cut_encoding
 
 if TYPE_CHECKING:
     from polymask.modalities.base import Modality
@@ -63,8 +63,8 @@ def sample_records(modality: "Modality", paths: list[Path], column: str | None =
 
 def encode_padded(tokenizer: Tokenizer, texts: list[str], max_len: int) -> dict[str, torch.Tensor]:
     """input_ids and attention_mask (B, L), right-padded; over-long inputs cut to ``max_len`` ending in [SEP]."""
-    pad, sep = tokenizer.token_to_id("[PAD]"), tokenizer.token_to_id("[SEP]")
-    rows = [cut_to_max_len(encoding.ids, max_len, sep) for encoding in tokenizer.encode_batch(texts)]
+    pad = tokenizer.token_to_id("[PAD]")
+    rows = [cut_encoding(encoding, max_len) for encoding in tokenizer.encode_batch(texts)]
     width = max(len(ids) for ids in rows)
     input_ids = torch.tensor([ids + [pad] * (width - len(ids)) for ids in rows])
     attention_mask = torch.tensor([[1] * len(ids) + [0] * (width - len(ids)) for ids in rows])

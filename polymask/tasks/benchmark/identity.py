@@ -28,13 +28,21 @@ def _split_identity(split: Any) -> dict[str, Any]:
     return {"examples": len(split), "sha256": digest.hexdigest()[:16]}
 
 
+#: How a sentence-pair task's over-long inputs are cut (``cut_encoding``): its cells from before, cut at the end
+#: (which could drop the second sentence), are not reused.
+PAIR_CUT = "longest_first"
+
+
 def data_identity(task: Any) -> dict[str, Any]:
-    """What a task's cells were computed on: its spec (where the files lie left out) and each split's size and
-    content hash; a cell is reused only on the same data."""
+    """What a task's cells were computed on: its spec (where the files lie left out), each split's size and
+    content hash, and for a sentence-pair table how its inputs are cut; a cell is reused only on the same data."""
     spec = task.spec.model_dump_json(exclude=WHERE_NOT_WHAT)
     splits = {"train": task.train, "valid": task.valid, "test": task.test, **getattr(task, "extra_tests", {})}
-    return {"spec": hashlib.sha256(spec.encode()).hexdigest()[:16],
-            **{name: _split_identity(split) for name, split in splits.items()}}
+    identity = {"spec": hashlib.sha256(spec.encode()).hexdigest()[:16],
+                **{name: _split_identity(split) for name, split in splits.items()}}
+    if isinstance(task.train, TaskSplit) and len(task.spec.input_columns) == 2:
+        identity["pair_cut"] = PAIR_CUT
+    return identity
 
 
 def _difference(then: Any, now: Any, where: str = "") -> str:
