@@ -63,3 +63,25 @@ def test_only_a_sentence_pair_tables_cells_record_how_they_are_cut():
     single = {**load_task_spec("glue/wnli").model_dump(), "name": "wnli-premise", "input_columns": ["sentence1"]}
     alone = data_identity(load_task(TaskSpec.model_validate(single), text, EXCERPTS))
     assert pairs["pair_cut"] == "longest_first" and "pair_cut" not in alone
+
+
+def test_a_hugging_face_tokenizer_cuts_a_pair_the_same_way(tmp_path: Path):
+    """A Hugging Face folder's tokenizer (a row beside polymask's) tells which sentence each token is from, read
+    from the fast tokenizer or, for a slow one, from the separator."""
+    from transformers import AutoTokenizer, PreTrainedTokenizerFast
+
+    from polymask.tasks.finetune.hf_folder import HFTokenizer
+
+    ours = word_tokenizer()
+    PreTrainedTokenizerFast(tokenizer_object=ours, pad_token="[PAD]", unk_token="[UNK]", cls_token="[CLS]",
+                            sep_token="[SEP]", mask_token="[MASK]").save_pretrained(tmp_path)
+    hf = HFTokenizer(AutoTokenizer.from_pretrained(str(tmp_path)))
+    pair = (words(0, 20), words(30, 3))
+    encoded = hf.encode_batch([pair])[0]
+    assert cut_encoding(encoded, 12) == cut_encoding(ours.encode(*pair), 12)
+
+    class SlowBatch(dict):
+        is_fast = False
+
+    slow = hf._parts(SlowBatch(), 0, encoded.ids)
+    assert slow == encoded.sequence_ids == ours.encode(*pair).sequence_ids

@@ -127,7 +127,8 @@ def tokenize_normalised(inputs: Sequence[tuple[str, ...]], modality: Modality, t
     windows = [tuple(modality.first_window(text, max_len, tokenizer) for text in parts) for parts in inputs]
     prepared = [tuple(modality.tokenizer_input(text) for text in parts) for parts in windows]
     encodings = tokenizer.encode_batch([parts if len(parts) == 2 else parts[0] for parts in prepared])
-    cut = [len(encoding) > max_len or window != parts for encoding, window, parts in zip(encodings, windows, inputs)]
+    cut = [len(encoding.ids) > max_len or window != parts
+           for encoding, window, parts in zip(encodings, windows, inputs)]
     return [cut_encoding(encoding, max_len) for encoding in encodings], cut
 
 

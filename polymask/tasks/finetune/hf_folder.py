@@ -14,6 +14,7 @@ handing them to the tokenizer as plain normalised text: a DNA sequence as one st
 from __future__ import annotations
 
 import copy
+import itertools
 import inspect
 import random
 from dataclasses import dataclass
@@ -75,9 +76,11 @@ def _remote_code(folder: Path, config: dict) -> bool:
 
 
 class Encoded(NamedTuple):
-    """What fine-tuning reads of an encoding: its token ids."""
+    """What fine-tuning reads of an encoding: its token ids, and which input (0, 1; None for a special token) each
+    comes from, by which ``cut_encoding`` cuts a pair."""
 
     ids: list[int]
+    sequence_ids: list[int | None]
 
 
 class HFTokenizer:
@@ -101,8 +104,17 @@ class HFTokenizer:
         if not inputs:
             return []
         columns = [list(column) for column in zip(*(item if isinstance(item, tuple) else (item,) for item in inputs))]
-        ids = self.hf(*columns, add_special_tokens=True, truncation=False, verbose=False)["input_ids"]
-        return [Encoded(list(row)) for row in ids]
+        batch = self.hf(*columns, add_special_tokens=True, truncation=False, verbose=False)
+        return [Encoded(list(row), self._parts(batch, index, row)) for index, row in enumerate(batch["input_ids"])]
+
+    def _parts(self, batch: Any, index: int, row: list[int]) -> list[int | None]:
+        """Which input each token of row ``index`` comes from: the fast tokenizer's record, else by the separator
+        (the tokens after the first one come from the second input)."""
+        if batch.is_fast:
+            return batch.sequence_ids(index)
+        special = self.hf.get_special_tokens_mask(row, already_has_special_tokens=True)
+        separators = itertools.accumulate(int(token == self.specials["[SEP]"]) for token in row)
+        return [None if flag else min(seen, 1) for flag, seen in zip(special, separators)]
 
 
 @dataclass(frozen=True)
