@@ -239,6 +239,21 @@ def test_text_pair_model_predicts_a_tsv_row_by_row(tiny_text_checkpoint, tmp_pat
     assert np.allclose(from_python["prob_1"].drop(5).astype(float), predicted["prob_1"].drop(5).astype(float),
                        atol=1e-5)
 
+    # exported, the model card's pair call (truncation=True: longest-first) gives predict's probabilities
+    assert main(["export", "--checkpoint", str(folder), "--out", str(tmp_path / "hf")]) == 0
+    assert "tokenizer(first, second, padding=True, truncation=True, max_length=64" in \
+        (tmp_path / "hf" / "README.md").read_text()
+    import torch
+    from transformers import AutoModelForSequenceClassification, AutoTokenizer
+
+    tokenizer = AutoTokenizer.from_pretrained(tmp_path / "hf")
+    model = AutoModelForSequenceClassification.from_pretrained(tmp_path / "hf", trust_remote_code=True).eval()
+    kept = dev.drop(5)
+    with torch.no_grad():
+        logits = model(**tokenizer(kept["sentence1"].tolist(), kept["sentence2"].tolist(), padding=True,
+                                   truncation=True, max_length=64, return_tensors="pt")).logits
+    assert np.allclose(torch.sigmoid(logits[:, 0]).numpy(), predicted["prob_1"].drop(5).astype(float), atol=1e-4)
+
 
 def test_span_model_answers_questions_from_their_context(tiny_text_checkpoint, tmp_path):
     folder = finetune_cli(tiny_text_checkpoint, "squad/v2-cs224n", tmp_path / "squad", "--max-len", "128",

@@ -85,3 +85,14 @@ def test_a_hugging_face_tokenizer_cuts_a_pair_the_same_way(tmp_path: Path):
 
     slow = hf._parts(SlowBatch(), 0, encoded.ids)
     assert slow == encoded.sequence_ids == ours.encode(*pair).sequence_ids
+
+
+def test_the_cut_is_the_tokenizers_librarys_longest_first():
+    """The rule is `tokenizers`' own (``enable_truncation(strategy="longest_first")``, what `transformers`'
+    ``truncation=True`` does), token for token, over pairs of every length mix."""
+    ours = word_tokenizer()
+    library = Tokenizer.from_str(ours.to_str())
+    library.enable_truncation(11, strategy="longest_first")
+    pairs = [(words(0, first), words(20, second)) for first in range(1, 20) for second in range(1, 20)]
+    assert [cut_encoding(encoding, 11) for encoding in ours.encode_batch(pairs)] == \
+        [encoding.ids for encoding in library.encode_batch(pairs)]

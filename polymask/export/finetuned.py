@@ -48,7 +48,7 @@ def export_finetuned(path: Path, out: Path, overwrite: bool = False) -> ExportRe
         f"fine-tuned on {task['key']}", max_len=meta["max_len"], vocab_size=meta["encoder"]["vocab_size"],
         step=pretrained.get("step"), max_steps=None,
         task={"key": task["key"], "metric": meta["metric"], "valid": meta["valid"], "seed": meta["seed"],
-              "averaged_over": list(model.averaged_over)},
+              "averaged_over": list(model.averaged_over), "input_columns": task.get("input_columns", [])},
         record_advice=model.modality.export_record_advice(meta["max_len"]))
     result = write_export(out, model.encoder, model.modality.exported_tokenizer(model.tokenizer), meta["max_len"],
                           facts, batch, head=head, overwrite=overwrite)

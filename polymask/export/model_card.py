@@ -27,7 +27,7 @@ class CardFacts:
     max_steps: int | None
     validation: dict[str, Any] = field(default_factory=dict)  # val_loss / val_accuracy at the checkpoint's step
     records: int | None = None
-    task: dict[str, Any] | None = None  # a fine-tuned model's task: key, metric, validation scores, seed
+    task: dict[str, Any] | None = None  # a fine-tuned model's task: key, metric, validation scores, seed, inputs
     record_advice: str = ""  # the modality's word on preparing records (``Modality.export_record_advice``)
 
 
@@ -168,6 +168,11 @@ def model_card(facts: CardFacts, plan: ExportPlan, difference: float | None, che
         lines += ["No masked-LM head is exported for this objective: use `AutoModel`.", ""]
     if head is not None:
         lines += [_head_text(head), ""]
+    columns = (facts.task or {}).get("input_columns") or []
+    if len(columns) == 2:
+        lines += [f"The task reads pairs ({columns[0]}, {columns[1]}): tokenise each pair together, `tokenizer(first, "
+                  f"second, padding=True, truncation=True, max_length={facts.max_len}, return_tensors=\"pt\")`; "
+                  "`truncation=True` cuts a long pair from the end of its longer part first, as polymask did.", ""]
     averaged = (facts.task or {}).get("averaged_over")
     if averaged:
         lines += [f"The head predicts one record at a time. polymask's fine-tuned model predicts the mean of its "
