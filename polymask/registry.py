@@ -21,6 +21,12 @@ class UnknownNameError(ValueError):
     """A name that is not registered; the message lists the valid choices."""
 
 
+def _redefinition(old: object, new: object) -> bool:
+    """Whether ``new`` is ``old``'s class defined again: same module and qualified name."""
+    return isinstance(old, type) and isinstance(new, type) and (old.__module__, old.__qualname__) == (
+        new.__module__, new.__qualname__)
+
+
 class Registry(Generic[T]):
     """Maps names to registered objects (usually classes).
 
@@ -34,11 +40,12 @@ class Registry(Generic[T]):
         self._items: dict[str, T] = {}
 
     def register(self, name: str) -> Callable[[T], T]:
-        """Decorator that registers an object under ``name`` (a duplicate name is an error)."""
+        """Decorator that registers an object under ``name``. A different object under a taken name is an error; the
+        same class defined again (a re-run notebook cell, a reloaded module) replaces the old definition."""
 
         def decorate(obj: T) -> T:
             existing = self._items.get(name)
-            if existing is not None and existing is not obj:
+            if existing is not None and existing is not obj and not _redefinition(existing, obj):
                 raise ValueError(f"{self.kind} '{name}' is already registered ({existing!r})")
             self._items[name] = obj
             return obj

@@ -33,6 +33,24 @@ def test_duplicate_name_is_an_error():
         registry.register("x")(str)
 
 
+def test_the_same_class_defined_again_replaces_it():
+    """A re-run notebook cell or a reloaded plugin defines the class anew under the same module and name."""
+    registry: Registry[type] = Registry("widget")
+
+    def define() -> type:
+        class Widget:
+            pass
+        return Widget
+
+    first, second = define(), define()
+    registry.register("w")(first)
+    registry.register("w")(second)
+    assert registry.get("w") is second
+    other = type("Widget", (), {"__module__": "elsewhere"})
+    with pytest.raises(ValueError, match="already registered"):
+        registry.register("w")(other)
+
+
 def test_builtins_are_registered():
     assert {"smiles", "dna", "text"} <= set(MODALITIES.names())
     assert "mlm" in OBJECTIVES
