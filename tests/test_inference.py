@@ -300,6 +300,30 @@ def test_dna_model_predicts_a_fasta_file_keeping_its_ids(pretrained, tmp_path, c
     assert "4 rows: 3 predicted, 1 rejected (see the reason column), 1 truncated" in capsys.readouterr().out
 
 
+def test_a_model_of_a_header_less_task_reads_such_a_file_from_its_first_line(tiny_text_checkpoint, tmp_path, capsys):
+    """CoLA's files have no header row: predict reads the model's own dev file as fine-tuning read it (the first
+    record kept, its columns named as the task names them), and a file with a header as before."""
+    rows = "gj04\t1\t\tThe cat sat on the mat.\ngj04\t0\t*\tCat the mat on sat.\n"  # CoLA's layout
+    (tmp_path / "glue" / "CoLA").mkdir(parents=True)
+    for split, repeat in (("train", 10), ("dev", 1)):
+        (tmp_path / "glue" / "CoLA" / f"{split}.tsv").write_text(rows * repeat)
+    folder = finetune_cli(tiny_text_checkpoint, "glue/cola", tmp_path / "cola", "--data-dir", str(tmp_path / "glue"))
+    capsys.readouterr()
+    out = tmp_path / "p.csv"
+    assert main(["predict", "--model", str(folder), "--data", str(tmp_path / "glue/CoLA/dev.tsv"), "--out", str(out),
+                 "--quiet"]) == 0
+    predicted = read_output(out)
+    assert predicted["sentence"].tolist() == ["The cat sat on the mat.", "Cat the mat on sat."]
+    assert list(predicted.columns[:4]) == ["source", "label", "original_label", "sentence"]
+    said = capsys.readouterr().out
+    assert "2 rows: 2 predicted" in said
+    assert "no header row: columns named as the model's task files (source, label, original_label, sentence)" in said
+    with_header = tmp_path / "mine.tsv"
+    with_header.write_text("id\tsentence\na\tThe cat sat on the mat.\n")
+    assert main(["predict", "--model", str(folder), "--data", str(with_header), "--out", str(out), "--quiet"]) == 0
+    assert read_output(out)["id"].tolist() == ["a"] and "no header row" not in capsys.readouterr().out
+
+
 def test_unreadable_lines_of_a_jsonl_file_keep_their_rows(tmp_path):
     from polymask.inference.table import read_input_table
 

@@ -46,7 +46,7 @@ def _input_table(args: argparse.Namespace, applied: Any) -> Any:
     from polymask.inference.table import read_input_table
 
     return read_input_table(args.data, args.column, applied.column_defaults, len(applied.input_columns),
-                            applied.tsv_quoting)
+                            applied.table_layout)
 
 
 def _arrow_table(frame: Any, out: Path) -> Any:
@@ -113,8 +113,15 @@ def cmd_predict(args: argparse.Namespace) -> int:
     cut = applied.cut or f"truncated to {model.max_len} tokens"
     print(f"polymask predict: {len(table.inputs)} rows: {applied.predicted} predicted, {applied.rejected} rejected "
           f"(see the reason column), {applied.truncated} {cut}, {applied.unknown} with tokens outside the "
-          f"vocabulary{_averaged_note(model)} -> {args.out}")
+          f"vocabulary{_averaged_note(model)}{_headerless_note(table)} -> {args.out}")
     return 0
+
+
+def _headerless_note(table: Any) -> str:
+    """Say so when the file's first line was read as a record (the model's task files have no header row)."""
+    if not table.headerless:
+        return ""
+    return f"; no header row: columns named as the model's task files ({', '.join(table.frame.columns)})"
 
 
 def _averaged_note(model: Any) -> str:
@@ -185,8 +192,8 @@ def cmd_embed(args: argparse.Namespace) -> int:
         where = f"{args.out} ({len(vectors)} rows x {vectors.shape[1]})"
     pooling = args.pool or embedder.pooling
     print(f"polymask embed: {len(vectors)} rows: {len(accepted)} embedded ({pooling} pooling), "
-          f"{len(vectors) - len(accepted)} rejected, {encoded.truncated} truncated to {embedder.max_len} tokens -> "
-          f"{where}")
+          f"{len(vectors) - len(accepted)} rejected, {encoded.truncated} truncated to {embedder.max_len} tokens"
+          f"{_headerless_note(table)} -> {where}")
     return 0
 
 

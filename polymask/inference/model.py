@@ -26,7 +26,7 @@ from polymask.encoder_config import fill_legacy_defaults
 from polymask.errors import CheckpointError
 from polymask.inference.columns import REASON, Applied
 from polymask.inference.span import predict_answers_of
-from polymask.inference.table import choose_columns
+from polymask.inference.table import TableLayout, choose_columns
 from polymask.modalities import MODALITIES, Modality
 from polymask.plugins import REGISTER_FIRST
 from polymask.model.encoder import Encoder, EncoderConfig
@@ -78,9 +78,9 @@ class AppliedEncoder:
         self.pooling = pooling
         self.input_columns = list(input_columns)
         self.pad = SpecialIds.of(tokenizer).pad
-        #: whether quote characters in a .tsv file quote fields (CSV-style); not for a model whose task read its
-        #: TSV files with quotes as plain text (GLUE's), so that its own files are read as fine-tuning read them
-        self.tsv_quoting = True
+        #: how its own task's files were laid out (GLUE's quotes as plain text, CoLA's missing header), so that
+        #: predict and embed read such a file as fine-tuning read it
+        self.table_layout = TableLayout()
 
     @property
     def column_defaults(self) -> list[str]:
@@ -199,7 +199,9 @@ class FinetunedModel(AppliedEncoder):
         super().__init__(encoder, tokenizer, modality_from(meta["modality"]), meta["max_len"], meta["pooling"],
                          self.task["input_columns"], device)
         self.network.eval().to(self.device)
-        self.tsv_quoting = self.task.get("delimiter") != "\t" or self.task.get("quoting", True)
+        names = self.task.get("column_names")
+        self.table_layout = TableLayout(self.task.get("delimiter") != "\t" or self.task.get("quoting", True),
+                                        tuple(names) if names else None)
         #: the invariances predictions are averaged over (``test_time_average`` at fine-tuning), else none
         self.averaged_over: list[str] = (self.modality.varied(self.task.get("invariant_to", []))
                                          if self.settings.test_time_average else [])

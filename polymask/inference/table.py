@@ -34,6 +34,17 @@ if TYPE_CHECKING:
 TABLES = (".csv", ".tsv", ".jsonl", ".parquet")
 
 
+@dataclass(frozen=True)
+class TableLayout:
+    """How a model's own task files were laid out, so that predict reads such a file as fine-tuning did:
+    ``tsv_quoting`` false reads quote characters in a .tsv as plain text (GLUE's files); ``column_names`` names the
+    columns of a header-less file (CoLA's), used when a delimited file's first row names none of the columns asked
+    for."""
+
+    tsv_quoting: bool = True
+    column_names: tuple[str, ...] | None = None
+
+
 @dataclass
 class InputTable:
     """The file's rows (``frame``), and per row the model's input strings (None where unreadable) and why not."""
@@ -42,6 +53,8 @@ class InputTable:
     inputs: list["Inputs"]
     reasons: list[str | None]
     columns: list[str]
+    #: whether the file had no header row (its columns named by the model's layout)
+    headerless: bool = False
 
 
 def choose_columns(available: Sequence[str], wanted: Sequence[str] | None, defaults: Sequence[str], count: int,
@@ -62,25 +75,37 @@ def choose_columns(available: Sequence[str], wanted: Sequence[str] | None, defau
     return [name if name in available else lowered[name.lower()] for name in defaults[:count]]
 
 
-def _delimited(path: Path, tsv_quoting: bool) -> tuple["pd.DataFrame", list[str | None]]:
+def _is_data_row(first: list[str], layout: TableLayout, named: Sequence[str]) -> bool:
+    """Whether ``first`` is a record of a header-less file in the model's layout rather than a header: it has as many
+    fields as that layout names and none of them is a column asked for."""
+    if layout.column_names is None or len(first) != len(layout.column_names):
+        return False
+    return not {field.strip().lower() for field in first} & {name.lower() for name in named}
+
+
+def _delimited(path: Path, layout: TableLayout,
+               named: Sequence[str]) -> tuple["pd.DataFrame", list[str | None], bool]:
+    """The rows of a .csv/.tsv, the reason a row is malformed, and whether its first line was data (no header)."""
     import pandas as pd
 
     tsv = file_kind(path) == ".tsv"
-    quoting = csv.QUOTE_MINIMAL if tsv_quoting or not tsv else csv.QUOTE_NONE
+    quoting = csv.QUOTE_MINIMAL if layout.tsv_quoting or not tsv else csv.QUOTE_NONE
     with open_text(path) as handle:
         parsed = csv_rows(handle, path, delimiter="\t" if tsv else ",", quoting=quoting)
-        _, header = next(parsed, (0, None))
-        if header is None:
+        first_line, first = next(parsed, (0, None))
+        if first is None:
             raise DataError(f"{path}: empty file")
-        header = [name.lstrip("\ufeff") for name in header]
+        headerless = _is_data_row(first, layout, named)
+        header = list(layout.column_names) if headerless and layout.column_names else [
+            name.lstrip("\ufeff") for name in first]
         rows, reasons = [], []
-        for line, row in parsed:
+        for line, row in ([(first_line, first)] if headerless else []) + list(parsed):
             if not row:
                 continue  # a blank line is no row (as in polymask train)
             reasons.append(None if len(row) == len(header) else
                            f"line {line}: {len(row)} fields, the header has {len(header)}")
             rows.append((row + [""] * len(header))[:len(header)])
-    return pd.DataFrame(rows, columns=header, dtype=object), reasons
+    return pd.DataFrame(rows, columns=header, dtype=object), reasons, headerless
 
 
 def _jsonl(path: Path) -> tuple["pd.DataFrame", list[str | None]]:
@@ -98,17 +123,18 @@ def _parquet(path: Path) -> tuple["pd.DataFrame", list[str | None]]:
 
 
 def _table(path: Path, wanted: Sequence[str] | None, defaults: Sequence[str], count: int,
-           tsv_quoting: bool) -> InputTable:
+           layout: TableLayout) -> InputTable:
     kind = file_kind(path)
+    headerless = False
     if kind in (".csv", ".tsv"):
-        frame, read_errors = _delimited(path, tsv_quoting)
+        frame, read_errors, headerless = _delimited(path, layout, wanted or defaults[:count])
     else:
         frame, read_errors = {".jsonl": _jsonl, ".parquet": _parquet}[kind](path)
     columns = choose_columns(list(frame.columns), wanted, defaults, count, str(path))
     inputs, reasons, _ = as_inputs(frame, columns)
     reasons = [error or reason for error, reason in zip(read_errors, reasons)]
     inputs = [None if error else parts for error, parts in zip(read_errors, inputs)]
-    return InputTable(frame, inputs, reasons, columns)
+    return InputTable(frame, inputs, reasons, columns, headerless)
 
 
 def _entry_names(path: Path, lines: list[int]) -> dict[str, list[str]]:
@@ -126,10 +152,10 @@ def _entry_names(path: Path, lines: list[int]) -> dict[str, list[str]]:
 
 
 def read_input_table(path: Path, wanted: Sequence[str] | None, defaults: Sequence[str],
-                     count: int = 1, tsv_quoting: bool = True) -> InputTable:
+                     count: int = 1, layout: TableLayout = TableLayout()) -> InputTable:
     """Every row of ``path`` and the model's inputs in it; ``defaults`` are the column names tried when
-    ``wanted`` names none (the model's own input columns first). Without ``tsv_quoting``, quote characters in a
-    .tsv file are plain text (GLUE's files)."""
+    ``wanted`` names none (the model's own input columns first); ``layout`` is how the model's task files were
+    written (quotes, a header-less file's column names)."""
     import pandas as pd
 
     kind = file_kind(path)
@@ -137,7 +163,7 @@ def read_input_table(path: Path, wanted: Sequence[str] | None, defaults: Sequenc
     reader_for(path)  # an unsupported type fails here, naming the supported ones
     try:
         if kind in TABLES:
-            return _table(path, wanted, defaults, count, tsv_quoting)
+            return _table(path, wanted, defaults, count, layout)
         if count != 1:
             raise DataError(f"{path}: the model reads {count} columns {list(defaults[:count])}; give a table "
                             f"({', '.join(TABLES)})")

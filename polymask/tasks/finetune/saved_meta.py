@@ -27,7 +27,7 @@ def finetuned_meta(spec: TaskSpec, label_names: list[str], n_outputs: int, modal
                  "input_columns": list(spec.input_columns), "label_names": list(label_names),
                  "class_names": kind.class_names(spec, n_outputs), "n_outputs": n_outputs, "source": spec.source,
                  "invariant_to": modality.invariances(spec.invariant_to),
-                 "delimiter": spec.delimiter, "quoting": spec.quoting},
+                 "delimiter": spec.delimiter, "quoting": spec.quoting, "column_names": spec.column_names},
         "normalisation": normalisation,
         "modality": modality_config,
         "encoder": {"config": encoder.config.model_dump(mode="json"), "vocab_size": encoder.vocab_size},
