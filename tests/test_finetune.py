@@ -132,6 +132,15 @@ def test_the_compute_table_sums_seeds_per_task_and_row_and_lists_epochs_by_seed(
     assert _compute_section([], ["encoder"], ["dna/tf_2"]) == []
 
 
+def test_precision_used_counts_fine_tuned_cells_once_not_their_test_time_averaged_rows():
+    from polymask.tasks.benchmark.report import precisions
+
+    cells = [{"system": "encoder", "best_epoch": 3, "precision": "bf16"},
+             {"system": "encoder + test-time average", "best_epoch": 3, "precision": "bf16"},
+             {"system": "old", "best_epoch": 2}, {"system": "k-mer"}]
+    assert precisions(cells) == "bf16 (1 cell), not recorded (1 cell)"
+
+
 def test_a_cap_that_leaves_a_scored_subset_with_one_class_is_one_line():
     bbbp = load_task(load_task_spec("moleculenet/bbbp"), MODALITIES.get("smiles")())
     assert with_caps(bbbp, 0) is bbbp  # no caps: the task as it is

@@ -62,8 +62,10 @@ def duration(seconds: float) -> str:
 
 def precisions(cells: list[dict[str, Any]]) -> str:
     """The arithmetic the neural cells were fine-tuned in (``precision: auto`` differs between machines),
-    e.g. "bf16 (12 cells)"; cells written before polymask recorded it are counted as not recorded."""
-    counts = Counter(cell.get("precision", "not recorded") for cell in cells if "best_epoch" in cell)
+    e.g. "bf16 (12 cells)"; cells written before polymask recorded it are counted as not recorded. A test-time
+    averaged row reuses its row's models and is not counted again."""
+    counts = Counter(cell.get("precision", "not recorded") for cell in cells
+                     if "best_epoch" in cell and not cell["system"].endswith(AVERAGED))  # no model of their own
     return ", ".join(f"{name} ({count} cell{'' if count == 1 else 's'})" for name, count in sorted(counts.items()))
 
 
