@@ -160,18 +160,23 @@ def cmd_tokenizer_train(args: argparse.Namespace) -> int:
 
 def cmd_bench(args: argparse.Namespace) -> int:
     encoder, train, data = (settings_from(args, model) for model in (EncoderConfig, TrainConfig, DataConfig))
+    from polymask.bench.contenders import BenchSetup
     from polymask.bench.run import run_bench
 
     if args.corpus:
         from polymask.bench.corpus import bench_corpus
 
+        if args.data:
+            raise ConfigError("--corpus times the preparation of one file; --data is the corpus of the training rows")
         bench_corpus(args.corpus, args.modality, args.num_proc, data.max_len, args.out)
         return 0
     from polymask.objectives import MASK_RATIO
 
     ratios = tuple(float(r) for r in args.mask_ratios.split(",")) if args.mask_ratios else (MASK_RATIO,)
-    run_bench(args.modality, encoder.preset, train.batch_size, data.max_len, tuple(args.objectives.split(",")),
-              args.warmup, args.steps, args.out, ratios, args.flop_steps, train.device)
+    setup = BenchSetup(args.modality, encoder.preset, train.batch_size, data.max_len, tuple(args.data or ()),
+                       args.column)
+    run_bench(setup, tuple(args.objectives.split(",")), args.warmup, args.steps, args.out, ratios, args.flop_steps,
+              train.device, tuple(args.plugin or ()))
     return 0
 
 
@@ -235,7 +240,11 @@ def _add_bench(sub: argparse._SubParsersAction) -> None:
     add_model_options(run, TrainConfig, ["batch_size"])
     add_model_options(run, DataConfig, ["max_len"])
     add_model_options(run, TrainConfig, ["device"])
-    parser.add_argument("--modality", default="smiles", help="modality whose built-in corpus is measured")
+    parser.add_argument("--modality", default="smiles", help="registered modality (smiles, dna, text, ...)")
+    parser.add_argument("--data", nargs="+", type=Path,
+                        help="corpus files the rows train on (default: the modality's built-in corpus)")
+    parser.add_argument("--column", help="column/field holding sequences in csv/tsv/jsonl/parquet files "
+                        "(default: the modality's usual names)")
     parser.add_argument("--objectives", default="mlm", help="comma-separated objectives")
     parser.add_argument("--mask-ratios", help="comma-separated mask ratios, a row per objective each (default: the "
                         "objectives' default objective.mask_ratio)")
@@ -246,6 +255,7 @@ def _add_bench(sub: argparse._SubParsersAction) -> None:
     parser.add_argument("--corpus", type=Path,
                         help="instead: time the preparation (tokenisation) of this corpus file (default: time training)")
     parser.add_argument("--num-proc", type=int, default=2, help="tokenisation processes with --corpus")
+    add_plugin_option(parser, "custom modalities and objectives, imported in every row's process")
     parser.set_defaults(handler=cmd_bench)
 
 

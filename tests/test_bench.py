@@ -40,3 +40,27 @@ def test_bench_reports_every_objective_mask_ratio_and_hf(tmp_path, capsys):
     table = (tmp_path / "smiles-tiny-b8-l64.md").read_text()
     assert "| MFU |" in table and "HF BertForMaskedLM" in table
     assert "real tokens/s" in capsys.readouterr().out
+
+
+def test_bench_runs_a_plugin_modality_on_the_given_corpus(tmp_path):
+    """A custom modality has no built-in corpus: bench imports the plugin in every row's process and trains on --data."""
+    from pathlib import Path
+
+    repo = Path(__file__).resolve().parents[1]
+    args = ["bench", "--plugin", str(repo / "docs/examples/protein.py"), "--modality", "protein",
+            "--data", str(repo / "tests/data/proteins.fasta"), "--preset", "tiny", "--batch-size", "4", "--max-len",
+            "64", "--objectives", "mlm", "--warmup", "1", "--steps", "2", "--flop-steps", "1", "--out", str(tmp_path)]
+    assert main(args) == 0
+    report = json.loads((tmp_path / "protein-tiny-b4-l64.json").read_text())
+    assert report["setup"]["data"] == [str(repo / "tests/data/proteins.fasta")]
+    assert [row["system"] for row in report["rows"]][:2] == ["polymask mlm", "polymask mlm"]
+    assert all(row["real_tokens_per_s"] > 0 for row in report["rows"])
+
+
+def test_bench_refuses_data_with_corpus_and_names_a_missing_file(tmp_path, capsys):
+    assert main(["bench", "--corpus", str(tmp_path / "a.smi"), "--data", str(tmp_path / "b.smi")]) == 2
+    assert "--corpus times the preparation of one file" in capsys.readouterr().err
+    assert main(["bench", "--preset", "tiny", "--data", str(tmp_path / "missing.smi"), "--steps", "1",
+                 "--out", str(tmp_path)]) == 2
+    error = capsys.readouterr().err.strip().splitlines()
+    assert len(error) == 1 and "missing.smi" in error[0], error

@@ -1,12 +1,13 @@
 """``polymask bench --objectives mlm,exlm``: the side-by-side comparison runs and reports ExLM's floor."""
 import pytest
 
+from polymask.bench.contenders import BenchSetup
 from polymask.bench.objectives import compare_objectives, write_comparison
 
 
 @pytest.mark.integration
 def test_objectives_side_by_side(tmp_path):
-    comparison = compare_objectives(("mlm", "exlm"), "smiles", "tiny", 8, 64, warmup=1, steps=2)
+    comparison = compare_objectives(("mlm", "exlm"), BenchSetup("smiles", "tiny", 8, 64), warmup=1, steps=2)
     mlm, exlm = comparison["rows"]
     assert mlm["relative_step_time"] == 1.0 and mlm["expansion_ratio"] is None
     # every row expands its [CLS] and [SEP] and at least one masked token into k = 4 states

@@ -9,7 +9,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Callable
+from typing import Any, Callable
 
 import numpy as np
 import torch
@@ -33,13 +33,39 @@ class Contender:
     precision: str  # the precision actually used: "bf16" or "fp32"
 
 
-def polymask_trainer(objective: str, modality: str, preset: str, batch_size: int, max_len: int, precision: str,
-                     workdir: Path, mask_ratio: float = MASK_RATIO) -> Trainer:
+@dataclass(frozen=True)
+class BenchSetup:
+    """What every row of one bench shares: the modality and its corpus (``data``: files, default the built-in
+    corpus; ``column``: their sequence column), the encoder preset, batch size and maximum length."""
+
+    modality: str
+    preset: str
+    batch_size: int
+    max_len: int
+    data: tuple[Path, ...] = ()
+    column: str | None = None
+
+    @property
+    def stem(self) -> str:
+        """The results files' name: ``<modality>-<preset>-b<batch>-l<len>``."""
+        return f"{self.modality}-{self.preset}-b{self.batch_size}-l{self.max_len}"
+
+    def describe(self) -> dict[str, Any]:
+        """The setup as the results files record it (``data`` only when not the built-in corpus)."""
+        data = {"data": [str(path) for path in self.data], "column": self.column} if self.data else {}
+        return {"modality": self.modality, "preset": self.preset, "batch_size": self.batch_size,
+                "max_len": self.max_len, **data}
+
+
+def polymask_trainer(objective: str, setup: BenchSetup, precision: str, workdir: Path,
+                     mask_ratio: float = MASK_RATIO) -> Trainer:
     """A trainer for one objective, as ``polymask train`` would build it (its own run folder under workdir)."""
     return Trainer(build_run_config({
-        "modality": modality, "objective": {"name": objective, "mask_ratio": mask_ratio},
-        "model": {"preset": preset}, "data": {"max_len": max_len}, "out": str(workdir / f"{objective}-{mask_ratio}"),
-        "train": {"batch_size": batch_size, "precision": precision, "progress": False, "max_steps": 10**6}}))
+        "modality": setup.modality, "objective": {"name": objective, "mask_ratio": mask_ratio},
+        "model": {"preset": setup.preset},
+        "data": {"max_len": setup.max_len, "paths": [str(path) for path in setup.data], "column": setup.column},
+        "out": str(workdir / f"{objective}-{mask_ratio}"),
+        "train": {"batch_size": setup.batch_size, "precision": precision, "progress": False, "max_steps": 10**6}}))
 
 
 def train_step(trainer: Trainer) -> tuple[int, int]:
@@ -48,23 +74,24 @@ def train_step(trainer: Trainer) -> tuple[int, int]:
     return result.real_tokens, result.padded_tokens
 
 
-def polymask_contender(objective: str, modality: str, preset: str, batch_size: int, max_len: int, precision: str,
-                       workdir: Path, mask_ratio: float) -> Contender:
+def polymask_contender(objective: str, setup: BenchSetup, precision: str, workdir: Path,
+                       mask_ratio: float) -> Contender:
     """A polymask objective, stepped by its own trainer."""
-    trainer = polymask_trainer(objective, modality, preset, batch_size, max_len, precision, workdir, mask_ratio)
+    trainer = polymask_trainer(objective, setup, precision, workdir, mask_ratio)
     return Contender(lambda: train_step(trainer), trainer.objective.encoder, trainer.device,
                      precision_used(trainer.device, precision))
 
 
-def hf_bert_contender(modality: str, preset: str, batch_size: int, max_len: int, precision: str, workdir: Path,
-                      mask_ratio: float = MASK_RATIO, seed: int = 0) -> Contender:
+def hf_bert_contender(setup: BenchSetup, precision: str, workdir: Path, mask_ratio: float = MASK_RATIO,
+                      seed: int = 0) -> Contender:
     """HF ``BertForMaskedLM`` with polymask's encoder dimensions, on the same tokenised corpus, batched as HF's
     Trainer does by default (shuffled, dynamically padded, 80/10/10 masking by the collator)."""
     from transformers import BertConfig, BertForMaskedLM, DataCollatorForLanguageModeling
 
     from polymask.tokenization import to_hf
 
-    reference = polymask_trainer("mlm", modality, preset, batch_size, max_len, precision, workdir / "hf")
+    reference = polymask_trainer("mlm", setup, precision, workdir / "hf")
+    batch_size, max_len = setup.batch_size, setup.max_len
     encoder_config, device = reference.encoder.config, reference.device
     torch.manual_seed(seed)
     model = BertForMaskedLM(BertConfig(

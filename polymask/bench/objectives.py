@@ -17,7 +17,7 @@ import time
 from pathlib import Path
 from typing import Any
 
-from polymask.bench.contenders import polymask_trainer, train_step
+from polymask.bench.contenders import BenchSetup, polymask_trainer, train_step
 from polymask.jsonio import make_dir, write_json, write_text
 from polymask.runtime import step_generator
 
@@ -40,12 +40,10 @@ def expansion_ratio(trainer: Any, rounds: int) -> dict[str, float] | None:
     return {"real": expanded_real / real, "padded": expanded_padded / padded}
 
 
-def compare_objectives(objectives: tuple[str, ...], modality: str, preset: str, batch_size: int, max_len: int,
-                       warmup: int, steps: int) -> dict[str, Any]:
+def compare_objectives(objectives: tuple[str, ...], setup: BenchSetup, warmup: int, steps: int) -> dict[str, Any]:
     """Interleaved step times and L'/L ratios of each objective (precision ``auto``)."""
     with tempfile.TemporaryDirectory() as workdir:
-        trainers = {name: polymask_trainer(name, modality, preset, batch_size, max_len, "auto", Path(workdir) / name)
-                    for name in objectives}
+        trainers = {name: polymask_trainer(name, setup, "auto", Path(workdir) / name) for name in objectives}
         durations: dict[str, list[float]] = {name: [] for name in objectives}
         for round_index in range(warmup + steps):
             shift = round_index % len(objectives)
@@ -62,15 +60,14 @@ def compare_objectives(objectives: tuple[str, ...], modality: str, preset: str, 
         rows.append({"objective": name, "step_ms": 1000 * statistics.median(durations[name]),
                      "relative_step_time": statistics.median(relative),
                      "expansion_ratio": ratios[name]})
-    return {"setup": {"modality": modality, "preset": preset, "batch_size": batch_size, "max_len": max_len,
-                      "warmup": warmup, "timed_rounds": steps, "precision": "auto"}, "rows": rows}
+    return {"setup": {**setup.describe(), "warmup": warmup, "timed_rounds": steps, "precision": "auto"},
+            "stem": setup.stem, "rows": rows}
 
 
 def write_comparison(comparison: dict[str, Any], out: Path, machine: dict[str, Any]) -> Path:
     """``<out>/<modality>-<preset>-b<batch>-l<len>-objectives.{json,md}``."""
     setup = comparison["setup"]
-    stem = out / (f"{setup['modality']}-{setup['preset']}-b{setup['batch_size']}-l{setup['max_len']}-"
-                  + "-".join(row["objective"] for row in comparison["rows"]))
+    stem = out / "-".join([comparison["stem"], *(row["objective"] for row in comparison["rows"])])
     make_dir(out)
     write_json(stem.with_suffix(".json"), {**comparison, "machine": machine})
     first = comparison["rows"][0]["objective"]

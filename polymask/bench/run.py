@@ -1,7 +1,7 @@
 """``polymask bench``: training throughput of polymask objectives next to HF ``BertForMaskedLM``.
 
 Every row runs in a fresh process (spawned, so peak memory is its own) on the same data (a
-modality's built-in corpus), the same encoder dimensions and batch size. polymask uses its own
+modality's built-in corpus, or the files given), the same encoder dimensions and batch size. polymask uses its own
 pipeline (length-bucketed batches, sparse prediction); HF uses ``DataCollatorForLanguageModeling``
 with dynamic padding over shuffled batches, as its Trainer does by default. Reported per row: real
 (non-padding) tokens/s, step time, padding fraction, encoder time and input positions per step,
@@ -18,9 +18,10 @@ from typing import Any
 
 import torch
 
-from polymask.bench.contenders import hf_bert_contender, polymask_contender
+from polymask.bench.contenders import BenchSetup, hf_bert_contender, polymask_contender
 from polymask.bench.measure import matmul_peak, measure
 from polymask.jsonio import make_dir, write_json, write_text
+from polymask.plugins import load_plugins
 from polymask.runtime import machine, native_bf16, precision_used, resolve_device
 
 
@@ -48,32 +49,31 @@ def row_specs(objectives: tuple[str, ...], mask_ratios: tuple[float, ...], auto_
     return specs
 
 
-def measure_row(spec: RowSpec, modality: str, preset: str, batch_size: int, max_len: int, warmup: int, steps: int,
-                flop_steps: int) -> dict[str, Any]:
+def measure_row(spec: RowSpec, setup: BenchSetup, warmup: int, steps: int, flop_steps: int) -> dict[str, Any]:
     """Build and measure one row (run in a fresh process)."""
     with tempfile.TemporaryDirectory() as workdir:
         if spec.contender == "hf":
-            contender = hf_bert_contender(modality, preset, batch_size, max_len, spec.precision, Path(workdir),
-                                          spec.mask_ratio)
+            contender = hf_bert_contender(setup, spec.precision, Path(workdir), spec.mask_ratio)
         else:
-            contender = polymask_contender(spec.objective, modality, preset, batch_size, max_len, spec.precision,
-                                           Path(workdir), spec.mask_ratio)
+            contender = polymask_contender(spec.objective, setup, spec.precision, Path(workdir), spec.mask_ratio)
         # "system": the contender's label, under the column name that results files have always used
         row = {"system": spec.label, "objective": spec.objective, "precision": spec.precision,
                "mask_ratio": spec.mask_ratio}
         return {**row, **measure(contender, warmup, steps, flop_steps)}
 
 
-def run_bench(modality: str, preset: str, batch_size: int, max_len: int, objectives: tuple[str, ...], warmup: int,
-              steps: int, out: Path | None, mask_ratios: tuple[float, ...], flop_steps: int,
-              device: str) -> list[dict[str, Any]]:
+def run_bench(setup: BenchSetup, objectives: tuple[str, ...], warmup: int, steps: int, out: Path | None,
+              mask_ratios: tuple[float, ...], flop_steps: int, device: str,
+              plugins: tuple[str, ...] = ()) -> list[dict[str, Any]]:
     """Measure every row; write ``<out>/<modality>-<preset>-b<batch>-l<len>.{md,json}``. The settings' defaults are
-    ``polymask bench``'s (``cli.py``: a run config's where the setting is one)."""
+    ``polymask bench``'s (``cli.py``: a run config's where the setting is one); ``plugins`` are imported in each
+    row's process too (a custom modality or objective)."""
     target = resolve_device(device)
     peaks = {"fp32": matmul_peak(target, torch.float32), "bf16": matmul_peak(target, torch.bfloat16)}
     native = {"fp32": True, "bf16": native_bf16(target)}
-    with multiprocessing.get_context("spawn").Pool(1, maxtasksperchild=1) as pool:
-        rows = [pool.apply(measure_row, (spec, modality, preset, batch_size, max_len, warmup, steps, flop_steps))
+    with multiprocessing.get_context("spawn").Pool(1, maxtasksperchild=1, initializer=load_plugins,
+                                                   initargs=(list(plugins),)) as pool:
+        rows = [pool.apply(measure_row, (spec, setup, warmup, steps, flop_steps))
                 for spec in row_specs(objectives, mask_ratios, precision_used(target, "auto"))]
     baseline = next(r for r in rows if r["system"].startswith("HF") and r["precision"] == "fp32")
     for row in rows:
@@ -83,25 +83,25 @@ def run_bench(modality: str, preset: str, batch_size: int, max_len: int, objecti
         row["mfu"] = (row["flops_per_real_token"] * row["real_tokens_per_s"] / peaks[row["precision"]]
                       if native[row["precision"]] else None)
     if out is not None:
-        write_bench(rows, out, modality, preset, batch_size, max_len, steps, peaks)
+        write_bench(rows, out, setup, steps, peaks)
     if len(objectives) > 1:
         from polymask.bench.objectives import compare_objectives, write_comparison
 
-        comparison = compare_objectives(objectives, modality, preset, batch_size, max_len, warmup, steps)
+        comparison = compare_objectives(objectives, setup, warmup, steps)
         if out is not None:
             write_comparison(comparison, out, machine())
     return rows
 
 
-def write_bench(rows: list[dict[str, Any]], out: Path, modality: str, preset: str, batch_size: int,
-                max_len: int, steps: int, peaks: dict[str, float]) -> Path:
+def write_bench(rows: list[dict[str, Any]], out: Path, setup: BenchSetup, steps: int,
+                peaks: dict[str, float]) -> Path:
     make_dir(out)
-    stem = out / f"{modality}-{preset}-b{batch_size}-l{max_len}"
-    info = {"modality": modality, "preset": preset, "batch_size": batch_size, "max_len": max_len,
-            "timed_steps": steps, **machine(),
+    stem = out / setup.stem
+    info = {**setup.describe(), "timed_steps": steps, **machine(),
             "matmul_peak_gflops": {name: round(value / 1e9, 1) for name, value in peaks.items()}}
     write_json(stem.with_suffix(".json"), {"setup": info, "rows": rows})
-    lines = [f"# polymask bench: {modality}, preset {preset}, batch {batch_size}, max length {max_len}", "",
+    lines = [f"# polymask bench: {setup.modality}, preset {setup.preset}, batch {setup.batch_size}, max length "
+             f"{setup.max_len}", "",
              ", ".join(f"{k}: {v}" for k, v in info.items()), "",
              "| system | mask ratio | precision | real tokens/s | step (ms, median) | padding | encoder ms/step "
              "| encoder/input positions | GFLOPs/step | MFU | peak memory (MiB) | vs HF fp32 |",
