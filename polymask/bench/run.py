@@ -71,10 +71,14 @@ def run_bench(setup: BenchSetup, objectives: tuple[str, ...], warmup: int, steps
     target = resolve_device(device)
     peaks = {"fp32": matmul_peak(target, torch.float32), "bf16": matmul_peak(target, torch.bfloat16)}
     native = {"fp32": True, "bf16": native_bf16(target)}
-    with multiprocessing.get_context("spawn").Pool(1, maxtasksperchild=1, initializer=load_plugins,
-                                                   initargs=(list(plugins),)) as pool:
+    pool = multiprocessing.get_context("spawn").Pool(1, maxtasksperchild=1, initializer=load_plugins,
+                                                     initargs=(list(plugins),))
+    try:
         rows = [pool.apply(measure_row, (spec, setup, warmup, steps, flop_steps))
                 for spec in row_specs(objectives, mask_ratios, precision_used(target, "auto"))]
+    finally:  # let the worker end on its own: terminating it mid-way leaks its semaphores (a warning at exit)
+        pool.close()
+        pool.join()
     baseline = next(r for r in rows if r["system"].startswith("HF") and r["precision"] == "fp32")
     for row in rows:
         row["vs_hf_fp32"] = row["real_tokens_per_s"] / baseline["real_tokens_per_s"]
