@@ -19,21 +19,35 @@ from pathlib import Path
 import numpy as np
 
 from polymask.jsonio import number
+from polymask.tasks.benchmark.report import AVERAGED
+from polymask.tasks.data.spec import load_task_spec
 
 REFERENCES = ("DNABERT-2 (117M)", "Nucleotide Transformer 2500M multi-species")
 
 
-def _ours(results: dict) -> dict[str, dict[str, list[float]]]:
-    """system -> task name -> test MCC x 100 per seed."""
+def _ours(results: dict) -> tuple[dict[str, dict[str, list[float]]], list[str]]:
+    """(system -> task name -> test MCC x 100 per seed, the tasks whose test-time averaged scores are the single
+    predictions'). A task whose spec declares no invariance (a promoter) has no variants to average over: a model
+    saved with test-time averaging predicts it exactly as without, so its averaged row takes the plain row's scores."""
     scores: dict[str, dict[str, list[float]]] = defaultdict(lambda: defaultdict(list))
     for cell in sorted(results["cells"], key=lambda cell: cell["seed"]):
         scores[cell["system"]][cell["task"].split("/")[-1]].append(100 * number(cell["test"]["mcc"]))
-    return scores
+    invariant = [key.split("/")[-1] for key in results["task_order"] if load_task_spec(key).invariant_to]
+    plain_tasks = set()
+    for system in list(scores):
+        base = system.removesuffix(AVERAGED)
+        if system == base or base not in scores:
+            continue
+        for task, values in scores[base].items():
+            if task not in invariant and not scores[system][task]:
+                scores[system][task] = values
+                plain_tasks.add(task)
+    return scores, [task.split("/")[-1] for task in results["task_order"] if task.split("/")[-1] in plain_tasks]
 
 
 def gue_table(results: dict, published: dict[str, dict[str, float]]) -> tuple[str, list[str], dict[str, list[float]]]:
     """(the Markdown table, its tasks, each row's per-task means for the plot)."""
-    ours = _ours(results)
+    ours, plain_tasks = _ours(results)
     seeds = len(results["seeds"])
     ordered = [task.split("/")[-1] for task in results["task_order"]]
     tasks = [t for t in ordered if all(len(ours[s][t]) == seeds for s in results["systems"])
@@ -44,6 +58,10 @@ def gue_table(results: dict, published: dict[str, dict[str, float]]) -> tuple[st
     left_out = [t for t in ordered if t not in tasks]
     lines = ([f"Left out (a row unfinished, or not in every published row): {', '.join(left_out)}.", ""]
              if left_out else [])
+    shown = [task for task in plain_tasks if task in tasks]
+    if shown:
+        lines += [f"A test-time averaged row scores {', '.join(shown)} with its single predictions: those tasks "
+                  f"declare no invariance, so their sequences have no variants to average over.", ""]
     lines += ["| " + " | ".join(header) + " |", "|---|" + "---:|" * (len(header) - 1)]
     means: dict[str, list[float]] = {}
     for system in results["systems"]:
