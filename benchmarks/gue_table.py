@@ -19,30 +19,21 @@ from pathlib import Path
 import numpy as np
 
 from polymask.jsonio import number
-from polymask.tasks.benchmark.report import AVERAGED
-from polymask.tasks.data.spec import load_task_spec
 
 REFERENCES = ("DNABERT-2 (117M)", "Nucleotide Transformer 2500M multi-species")
 
 
 def _ours(results: dict) -> tuple[dict[str, dict[str, list[float]]], list[str]]:
-    """(system -> task name -> test MCC x 100 per seed, the tasks whose test-time averaged scores are the single
-    predictions'). A task whose spec declares no invariance (a promoter) has no variants to average over: a model
-    saved with test-time averaging predicts it exactly as without, so its averaged row takes the plain row's scores."""
+    """(system -> task name -> test MCC x 100 per seed, the tasks a test-time averaged row scores with the single
+    predictions: their examples have no variants, ``no_variants`` in the benchmark's cells)."""
     scores: dict[str, dict[str, list[float]]] = defaultdict(lambda: defaultdict(list))
+    plain = set()
     for cell in sorted(results["cells"], key=lambda cell: cell["seed"]):
-        scores[cell["system"]][cell["task"].split("/")[-1]].append(100 * number(cell["test"]["mcc"]))
-    invariant = [key.split("/")[-1] for key in results["task_order"] if load_task_spec(key).invariant_to]
-    plain_tasks = set()
-    for system in list(scores):
-        base = system.removesuffix(AVERAGED)
-        if system == base or base not in scores:
-            continue
-        for task, values in scores[base].items():
-            if task not in invariant and not scores[system][task]:
-                scores[system][task] = values
-                plain_tasks.add(task)
-    return scores, [task.split("/")[-1] for task in results["task_order"] if task.split("/")[-1] in plain_tasks]
+        task = cell["task"].split("/")[-1]
+        scores[cell["system"]][task].append(100 * number(cell["test"]["mcc"]))
+        if cell.get("no_variants"):
+            plain.add(task)
+    return scores, [task for task in (key.split("/")[-1] for key in results["task_order"]) if task in plain]
 
 
 def gue_table(results: dict, published: dict[str, dict[str, float]]) -> tuple[str, list[str], dict[str, list[float]]]:

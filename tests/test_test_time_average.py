@@ -16,7 +16,8 @@ from polymask.errors import ConfigError
 from polymask.data.variants import encode_variants, expand_variants
 from polymask.modalities.dna import COMPLEMENT, Dna, DnaConfig
 from polymask.modalities.smiles import TEST_TIME_ORDERS, Smiles, SmilesConfig
-from polymask.tasks.benchmark.runner import AVERAGED, with_averaged_rows
+from polymask.tasks.benchmark.report import write_report
+from polymask.tasks.benchmark.runner import AVERAGED, aggregate, with_averaged_rows
 from polymask.tasks.data.loading import TaskData, load_task, subset
 from polymask.tasks.data.spec import load_task_spec
 from polymask.tasks.finetune.options import FinetuneConfig
@@ -214,6 +215,36 @@ def test_the_averaged_row_follows_its_own_and_counts_no_time_twice():
     assert extra["system"] == "enc (mlm)" + AVERAGED and extra["test"] == {"mcc": 0.5} and extra["valid"]["mcc"] == 0.6
     assert extra["time_s"] == 0.0 and "model_dir" not in extra
     assert with_averaged_rows(cells[1:], {"no pretraining": "untrained"})[0] == cells[1:]
+
+
+def test_a_task_without_variants_gives_the_averaged_row_its_plain_scores_marked_so_the_row_has_a_mean(tmp_path):
+    """A promoter (no invariance) is scored by a test-time averaging model as without averaging: the averaged row
+    gets those scores, marked '=', and a mean over every task; a row never averaged gains nothing."""
+    on = {"system": {"finetune": {"test_time_average": True}}}
+    averaged = {"valid": {"mcc": 0.6}, "test": {"mcc": 0.5}, "variants_per_example": 6.0, "over": ["shift"]}
+
+    def cell(system, task, seed, test, **extra):
+        return {"system": system, "task": task, "seed": seed, "metric": "mcc", "valid": {"mcc": test},
+                "test": {"mcc": test}, "time_s": 1.0, "split": "predefined", "n_train": 4, "n_valid": 2,
+                "n_test": 2, "skipped": 0, "truncated": 0, **extra}
+
+    cells = [cell("enc", "dna/mouse_0", seed, 0.4, averaged=averaged, identity=on) for seed in (0, 1)]
+    cells += [cell("enc", "dna/prom_300_tata", seed, (0.7, 0.8)[seed], identity=on) for seed in (0, 1)]
+    cells += [cell("k-mer", task, seed, 0.3) for task in ("dna/mouse_0", "dna/prom_300_tata") for seed in (0, 1)]
+    listed, systems = with_averaged_rows(cells, {"enc": "a checkpoint", "k-mer": "a reference"})
+    same = [c for c in listed if c.get("no_variants")]
+    assert [(c["system"], c["task"], c["test"]["mcc"]) for c in same] == [
+        ("enc" + AVERAGED, "dna/prom_300_tata", 0.7), ("enc" + AVERAGED, "dna/prom_300_tata", 0.8)]
+    assert all(c["time_s"] == 0.0 for c in same) and list(systems)[1] == "enc" + AVERAGED
+    results = {"cells": listed, "systems": systems, "seeds": [0, 1], "task_order": ["dna/mouse_0", "dna/prom_300_tata"],
+               "wall_time_s": 0.0, "missing": {}, "tasks": {}}
+    text = write_report(tmp_path, "t", aggregate(results), results, {}).read_text()
+    main_table = text.split("## ")[0]
+    assert "| enc + test-time average | **0.500 ± 0.000** | 0.750 ± 0.050 = | 0.625 ± 0.025 |" in main_table
+    assert "| enc | 0.400 ± 0.000 | **0.750 ± 0.050** |" in main_table  # the mark is never the column's best
+    assert "=: the task's examples have no variants" in main_table
+    promoters_only = [c for c in cells if c["task"] == "dna/prom_300_tata"]
+    assert with_averaged_rows(promoters_only, {"enc": "a checkpoint", "k-mer": "a reference"})[0] == promoters_only
 
 
 @pytest.mark.integration

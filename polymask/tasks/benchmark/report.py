@@ -29,13 +29,20 @@ def reference_row(system: str, baseline: str, systems: Collection[str]) -> tuple
     return baseline, False
 
 
+#: The mark of a test-time averaged score that is the single predictions' (the task's examples have no variants).
+SAME = "="
+SAME_NOTE = (f"{SAME}: the task's examples have no variants to average over (its spec declares no invariance), so "
+             f"the test-time averaged model scores them as the row without averaging does.")
+
+
 def _cell(row: dict[str, Any] | None, metric: str) -> str:
     if row is None:
         return "–"
     mean, std = row[f"{metric}_mean"], row[f"{metric}_std"]
     if math.isnan(mean):
         return "n/a"
-    return f"{mean:.3f} ± {std:.3f}" if row["seeds"] > 1 else f"{mean:.3f}"
+    text = f"{mean:.3f} ± {std:.3f}" if row["seeds"] > 1 else f"{mean:.3f}"
+    return f"{text} {SAME}" if row.get("no_variants") else text
 
 
 def seed_averages(values: list[list[float]]) -> np.ndarray | None:
@@ -135,7 +142,8 @@ def _main_table(rows: list[dict[str, Any]], systems: list[str], tasks: list[str]
     best = {}
     for task in tasks:
         metric, higher = metrics[task]
-        values = [(by_key[(s, task)][f"{metric}_mean"], s) for s in systems if (s, task) in by_key]
+        values = [(by_key[(s, task)][f"{metric}_mean"], s) for s in systems
+                  if (s, task) in by_key and not by_key[(s, task)].get("no_variants")]
         values = [v for v in values if not math.isnan(v[0])]
         if values:
             best[task] = (max if higher else min)(values)[1]
@@ -149,6 +157,8 @@ def _main_table(rows: list[dict[str, Any]], systems: list[str], tasks: list[str]
             whole = len(present) == len(members) and system not in incomplete
             cells.append(_task_average(present) if whole else "–")
         lines.append(f"| {system} | " + " | ".join(cells) + " |")
+    if any(row.get("no_variants") for row in rows):
+        lines += ["", SAME_NOTE]
     return lines
 
 

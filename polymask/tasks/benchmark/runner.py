@@ -118,13 +118,20 @@ def _cell(system: System, task: Any, seed: int, out: Path, path: Path, wait: boo
 def with_averaged_rows(cells: list[dict[str, Any]], systems: dict[str, str]) -> tuple[list[dict[str, Any]],
                                                                                       dict[str, str]]:
     """``cells`` plus, for each that fine-tuning also scored with ``test_time_average``, a cell of the row
-    '<system> + test-time average': the same model's scores averaged over each example's variants; ``systems``
-    (name: description) with those rows after their own."""
+    '<system> + test-time average': the same model's scores averaged over each example's variants (on a task
+    whose examples have none, where the row has other tasks, the plain scores, marked ``no_variants``);
+    ``systems`` (name: description) with those rows after their own."""
     shared = ("model_dir", "model_bytes", "averaged")  # the plain row's cell lists its model, counts its time
+    rows = {cell["system"] + AVERAGED: cell["averaged"] for cell in cells if "averaged" in cell}
     averaged = [{**{key: value for key, value in cell.items() if key not in shared}, "system": cell["system"] + AVERAGED,
                  "valid": cell["averaged"]["valid"], "test": cell["averaged"]["test"], "time_s": 0.0}
                 for cell in cells if "averaged" in cell]
-    rows = {cell["system"] + AVERAGED: cell["averaged"] for cell in cells if "averaged" in cell}
+    # a task with no variants (a promoter: no invariance) is scored by the averaging model exactly as without it;
+    # its cell in the averaged row says so, so that the row's mean covers every task its model was averaged on
+    averaged += [{**{key: value for key, value in cell.items() if key not in shared},
+                  "system": cell["system"] + AVERAGED, "time_s": 0.0, "no_variants": True}
+                 for cell in cells if "averaged" not in cell and cell["system"] + AVERAGED in rows
+                 and cell.get("identity", {}).get("system", {}).get("finetune", {}).get("test_time_average")]
     described: dict[str, str] = {}
     for name, text in systems.items():
         described[name] = text
@@ -209,6 +216,7 @@ def aggregate(results: dict[str, Any], part: str = "test") -> list[dict[str, Any
     rows = []
     for (system, task), cells in groups.items():
         row = {"system": system, "task": task, "metric": cells[0]["metric"], "seeds": len(cells),
+               "no_variants": all(cell.get("no_variants", False) for cell in cells),
                **{k: cells[0][k] for k in ("split", "n_train", "n_valid", "n_test", "skipped", "truncated")}}
         for name in cells[0][part]:
             values = np.array([c[part].get(name, float("nan")) for c in cells], dtype=float)
