@@ -1,5 +1,6 @@
 """``polymask bench`` on a tiny preset: every row measured in its own process, and the report written."""
 import json
+import sys
 import time
 
 import pytest
@@ -7,6 +8,7 @@ import torch
 
 from polymask.bench.measure import matmul_peak
 from polymask.cli import main
+from polymask.modalities import MODALITIES
 from polymask.runtime import native_bf16
 
 pytestmark = pytest.mark.integration  # trains, fine-tunes or runs the command line end to end
@@ -50,7 +52,11 @@ def test_bench_runs_a_plugin_modality_on_the_given_corpus(tmp_path):
     args = ["bench", "--plugin", str(repo / "docs/examples/protein.py"), "--modality", "protein",
             "--data", str(repo / "tests/data/proteins.fasta"), "--preset", "tiny", "--batch-size", "4", "--max-len",
             "64", "--objectives", "mlm", "--warmup", "1", "--steps", "2", "--flop-steps", "1", "--out", str(tmp_path)]
-    assert main(args) == 0
+    try:
+        assert main(args) == 0
+    finally:  # the plugin registered 'protein' in this process too: leave the registry as other tests expect it
+        MODALITIES.unregister("protein")
+        sys.modules.pop("protein", None)
     report = json.loads((tmp_path / "protein-tiny-b4-l64.json").read_text())
     assert report["setup"]["data"] == [str(repo / "tests/data/proteins.fasta")]
     assert [row["system"] for row in report["rows"]][:2] == ["polymask mlm", "polymask mlm"]
