@@ -60,20 +60,18 @@ def compare_objectives(objectives: tuple[str, ...], setup: BenchSetup, warmup: i
         rows.append({"objective": name, "step_ms": 1000 * statistics.median(durations[name]),
                      "relative_step_time": statistics.median(relative),
                      "expansion_ratio": ratios[name]})
-    return {"setup": {**setup.describe(), "warmup": warmup, "timed_rounds": steps, "precision": "auto"},
-            "stem": setup.stem, "rows": rows}
+    return {"setup": {**setup.describe(), "warmup": warmup, "timed_rounds": steps, "precision": "auto"}, "rows": rows}
 
 
-def write_comparison(comparison: dict[str, Any], out: Path, machine: dict[str, Any]) -> Path:
+def write_comparison(comparison: dict[str, Any], setup: BenchSetup, out: Path, machine: dict[str, Any]) -> Path:
     """``<out>/<modality>-<preset>-b<batch>-l<len>-objectives.{json,md}``."""
-    setup = comparison["setup"]
-    stem = out / "-".join([comparison["stem"], *(row["objective"] for row in comparison["rows"])])
+    stem = out / "-".join([setup.stem, *(row["objective"] for row in comparison["rows"])])
     make_dir(out)
     write_json(stem.with_suffix(".json"), {**comparison, "machine": machine})
     first = comparison["rows"][0]["objective"]
-    lines = [f"# polymask objectives side by side: {setup['modality']}, preset {setup['preset']}, "
-             f"batch {setup['batch_size']}, max length {setup['max_len']}", "",
-             ", ".join(f"{k}: {v}" for k, v in {**setup, **machine}.items()), "",
+    lines = [f"# polymask objectives side by side: {setup.modality}, preset {setup.preset}, "
+             f"batch {setup.batch_size}, max length {setup.max_len}", "",
+             ", ".join(f"{k}: {v}" for k, v in {**comparison["setup"], **machine}.items()), "",
              f"| objective | step (ms, median) | step time vs {first} (median of per-step ratios) "
              "| L'/L real (padded) |",
              "|---|---:|---:|---:|"]

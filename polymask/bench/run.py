@@ -93,7 +93,7 @@ def run_bench(setup: BenchSetup, objectives: tuple[str, ...], warmup: int, steps
 
         comparison = compare_objectives(objectives, setup, warmup, steps)
         if out is not None:
-            write_comparison(comparison, out, machine())
+            write_comparison(comparison, setup, out, machine())
     return rows
 
 

@@ -8,6 +8,7 @@ line in the file) and, for .smi, the molecule's ``name``; for FASTA, the header'
 from __future__ import annotations
 
 import csv
+import itertools
 from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Sequence
@@ -99,7 +100,7 @@ def _delimited(path: Path, layout: TableLayout,
         header = list(layout.column_names) if headerless and layout.column_names else [
             name.lstrip("\ufeff") for name in first]
         rows, reasons = [], []
-        for line, row in ([(first_line, first)] if headerless else []) + list(parsed):
+        for line, row in itertools.chain([(first_line, first)] if headerless else [], parsed):
             if not row:
                 continue  # a blank line is no row (as in polymask train)
             reasons.append(None if len(row) == len(header) else

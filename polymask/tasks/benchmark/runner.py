@@ -122,16 +122,18 @@ def with_averaged_rows(cells: list[dict[str, Any]], systems: dict[str, str]) -> 
     whose examples have none, where the row has other tasks, the plain scores, marked ``no_variants``);
     ``systems`` (name: description) with those rows after their own."""
     shared = ("model_dir", "model_bytes", "averaged")  # the plain row's cell lists its model, counts its time
+
+    def twin(cell: dict[str, Any], **scores: Any) -> dict[str, Any]:
+        kept = {key: value for key, value in cell.items() if key not in shared}
+        return {**kept, "system": cell["system"] + AVERAGED, "time_s": 0.0, **scores}
+
     rows = {cell["system"] + AVERAGED: cell["averaged"] for cell in cells if "averaged" in cell}
-    averaged = [{**{key: value for key, value in cell.items() if key not in shared}, "system": cell["system"] + AVERAGED,
-                 "valid": cell["averaged"]["valid"], "test": cell["averaged"]["test"], "time_s": 0.0}
-                for cell in cells if "averaged" in cell]
-    # a task with no variants (a promoter: no invariance) is scored by the averaging model exactly as without it;
-    # its cell in the averaged row says so, so that the row's mean covers every task its model was averaged on
-    averaged += [{**{key: value for key, value in cell.items() if key not in shared},
-                  "system": cell["system"] + AVERAGED, "time_s": 0.0, "no_variants": True}
-                 for cell in cells if "averaged" not in cell and cell["system"] + AVERAGED in rows
-                 and cell.get("identity", {}).get("system", {}).get("finetune", {}).get("test_time_average")]
+    # test_time_average holds for a whole run, so a row averaged on some task was averaged on every task; one whose
+    # examples have no variants (a promoter: no invariance) it scores exactly as without, marked so, and the row's
+    # mean covers every task
+    averaged = [twin(cell, valid=cell["averaged"]["valid"], test=cell["averaged"]["test"]) if "averaged" in cell
+                else twin(cell, no_variants=True)
+                for cell in cells if cell["system"] + AVERAGED in rows]
     described: dict[str, str] = {}
     for name, text in systems.items():
         described[name] = text
