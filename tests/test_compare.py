@@ -37,6 +37,17 @@ def test_no_ordering_is_called_against_a_collapsed_pretraining_run():
     assert verdicts == {"mlm": "baseline", "exlm": COLLAPSED_VERDICT, "maelm": "better"}
 
 
+def test_variants_of_one_objective_are_rows_of_their_own():
+    runs = [{"run_dir": "runs/mlm-seed0", "objective": "mlm", "variant": "mlm"},
+            {"run_dir": "runs/mlm100-seed0", "objective": "mlm", "variant": "mlm100"}]
+    cells = [{"system": f"{name}-seed0 (mlm)", "task": "moleculenet/bbbp", "metric": "roc_auc",
+              "test": {"roc_auc": value}} for name, values in (("mlm", [0.6, 0.61, 0.6]), ("mlm100", [0.5, 0.51, 0.5]))
+             for value in values]
+    verdicts = {row["objective"]: row["vs_mlm"] for row in benchmark_rows("moleculenet", {"cells": cells}, runs, "mlm")
+                if row["task"] == "moleculenet/bbbp"}
+    assert verdicts == {"mlm": "baseline", "mlm100": "worse"}
+
+
 def test_tiny_compare_run_writes_the_report_and_reuses_it(tmp_path, capsys):
     out = tmp_path / "compare"
     args = ["compare", "--modality", "smiles", "--objectives", "mlm,maelm", "--budget", "6-steps", "--out", str(out),
@@ -75,6 +86,54 @@ def test_tiny_compare_run_writes_the_report_and_reuses_it(tmp_path, capsys):
     capsys.readouterr()
     assert main([*args, "--set", "model.d_ff=64"]) == 2  # other settings: not the runs this folder holds
     assert "holds a run pretrained with other settings" in capsys.readouterr().err
+
+
+def test_objective_variants_parse_with_labels_and_options():
+    from polymask.compare.variants import Variant, parse_variants
+
+    variants = parse_variants(["mlm,maelm", "mlm100=mlm:mask_prob=1.0,random_prob=0", "maelm:decoder_layers=4"])
+    assert variants == [Variant("mlm", "mlm"), Variant("maelm", "maelm"),
+                        Variant("mlm100", "mlm", {"mask_prob": 1.0, "random_prob": 0}),
+                        Variant("maelm-decoder_layers4", "maelm", {"decoder_layers": 4})]
+    assert variants[2].describe() == "mlm (mask_prob=1.0, random_prob=0)"
+    with pytest.raises(ConfigError, match="not a KEY=VALUE option"):
+        parse_variants(["x=mlm:name=maelm"])  # the objective is named before the colon
+    listed = parse_variants(["x=exlm:k=2,transitions=sparse,max_slots=64"])[0].options
+    assert listed == {"k": 2, "transitions": "sparse", "max_slots": 64}
+    assert parse_variants(["y=mlm:a=[1, 2],b=3"])[0].options == {"a": [1, 2], "b": 3}  # a comma inside a value
+
+
+def test_a_variant_s_options_go_over_the_base_recipe_s(tmp_path):
+    from polymask.compare.pretrain import run_config
+    from polymask.compare.variants import Variant
+
+    base = {"modality": {"name": "smiles"}, "objective": {"name": "maelm", "decoder_layers": 2, "mask_ratio": 0.2}}
+    plain = run_config(base, "maelm", 0, tmp_path / "a").objective
+    variant = run_config(base, Variant("kept", "maelm", {"mask_prob": 0.8, "random_prob": 0.1}), 0, tmp_path / "b")
+    assert (plain.mask_prob, plain.decoder_layers, plain.mask_ratio) == (1.0, 2, 0.2)
+    assert (variant.objective.mask_prob, variant.objective.random_prob, variant.objective.decoder_layers) == \
+        (0.8, 0.1, 2)
+    exlm = run_config(base, Variant("x", "exlm", {"rope_2d": False}), 0, tmp_path / "c")
+    assert exlm.model.rope_2d is False and exlm.objective.mask_ratio == 0.2
+
+
+def test_two_compares_on_one_folder_share_the_pretraining_runs(tmp_path):
+    """A run another invocation is pretraining is passed over first (``wait=False`` raises), then waited for."""
+    from polymask.compare.pretrain import pretrain
+    from polymask.compare.run import pretrain_all
+    from polymask.compare.variants import Variant
+    from polymask.errors import RunBusy
+    from polymask.locks import acquire
+
+    budget, kept = parse_budget("2-steps"), Variant("kept", "mlm", {"mask_prob": 0.0, "random_prob": 0.0})
+    folder = tmp_path / "pretrain" / "kept-seed0"
+    folder.mkdir(parents=True)
+    with acquire(folder / ".compare.lock", str):  # as another polymask compare holds it
+        with pytest.raises(RunBusy, match="is pretraining .*kept-seed0"):
+            pretrain(_base(), kept, 0, budget, tmp_path, wait=False)
+    runs = pretrain_all(_base(), [(Variant("mlm", "mlm"), 0), (kept, 0)], budget, tmp_path)
+    assert [run["variant"] for run in runs] == ["mlm", "kept"] and runs[1]["variant_options"] == kept.options
+    assert (tmp_path / "pretrain" / "kept-seed0" / "summary.json").is_file()
 
 
 def test_a_saved_exlm_run_config_is_a_base_for_every_objective(tmp_path):
@@ -124,7 +183,18 @@ def test_compare_resolves_task_names_as_polymask_benchmark_does():
 
 @pytest.mark.parametrize("extra, message", [
     (["--objectives", ","], "--objectives names no objective"),
-    (["--objectives", "mlm,mlm"], "--objectives repeats a value"),
+    (["--objectives", "mlm,mlm"], "--objectives repeats mlm"),
+    (["--objectives", "mlm", "mlm=maelm:mask_prob=0.8"], "--objectives repeats mlm"),
+    (["--objectives", "maelm=mlm:mask_prob=1.0"], "the label 'maelm' names the objective maelm with its defaults"),
+    (["--objectives", "mlm,maelm:mask_prob=0.8"], "one variant per argument"),
+    (["--objectives", "mlm", "x=mlm:mask_prob=[1"], "the value of mask_prob is not readable"),
+    (["--objectives", "mlm", "x=maelm:decoder_positions=absolute,decoder_max_positions=16"],
+     "--objectives x: sequence of 128 positions exceeds the decoder's position table (16)"),
+    (["--objectives", "mlm", "x=maelm:decoder_heads=3"], "--objectives x: decoder width"),
+    (["--objectives", "mlm", "m=mlm:mask_prob"], "'mask_prob' is not a KEY=VALUE option of mlm"),
+    (["--objectives", "mlm", "a/b=mlm:mask_prob=1"], "label 'a/b' must be letters"),
+    (["--objectives", "mlm", "mlm:mask_prop=1"], "mask_prop"),
+    (["--objectives", "mlm", "x=mlm:mask_prob=0.9,random_prob=0.2"], "objective.mask_prob + objective.random_prob"),
     (["--benchmark-seeds", "0"], "--benchmark-seeds must be at least 1"),
     (["--set", "objective=null"], "objective: expected a mapping of settings or a name, got None"),
     (["--set", "data=null", "--data", "x.smi"], "data: expected a mapping of settings, got None"),

@@ -6,6 +6,7 @@ from polymask.checkpoints.pretrained import read_checkpoint
 from polymask.config import build_run_config
 from polymask.data.batching import collate
 from polymask.model import Encoder, EncoderConfig
+from polymask.objectives.base import Corruption
 from polymask.objectives.maelm import MAELM, MAELMConfig
 from polymask.objectives.visible import compact_visible, scatter_back
 from polymask.tokenization import SpecialIds
@@ -56,12 +57,13 @@ def test_removed_positions_receive_no_encoder_computation():
     selected = model.select(batch, torch.Generator().manual_seed(5))
     seen = []
     model.encoder.register_forward_hook(lambda module, args, kwargs, out: seen.append(kwargs.get("input_ids", args[0] if args else None)), with_kwargs=True)
-    logits = model.predict(batch, selected)
+    logits = model.predict(batch, Corruption.all_masked(batch.input_ids, selected, SPECIALS.mask))
     (encoder_ids,) = seen
     assert encoder_ids.shape[1] == int((batch.attention_mask & ~selected).sum(dim=1).max()) < batch.input_ids.shape[1]
     assert not (encoder_ids == SPECIALS.mask).any()
     changed = batch.input_ids.masked_fill(selected, 7)  # other tokens at removed positions change nothing
-    assert torch.equal(model.predict(type(batch)(changed, batch.attention_mask), selected), logits)
+    corruption = Corruption.all_masked(changed, selected, SPECIALS.mask)
+    assert torch.equal(model.predict(type(batch)(changed, batch.attention_mask), corruption), logits)
 
 
 def test_loss_covers_removed_positions_only():
@@ -80,7 +82,9 @@ def test_decoder_depth_width_and_tied_head():
     assert model.head.embedding[0] is model.encoder.embed
     narrow = tiny_maelm(decoder_width=32, decoder_layers=2)
     assert len(narrow.decoder.blocks) == 2 and narrow.decoder.project_in.out_features == 32
-    assert narrow.predict(ragged_batch(), ragged_batch().input_ids > 10).shape[-1] == 40
+    batch = ragged_batch()
+    corruption = Corruption.all_masked(batch.input_ids, batch.input_ids > 10, SPECIALS.mask)
+    assert narrow.predict(batch, corruption).shape[-1] == 40
 
 
 @pytest.mark.parametrize("modality", ["smiles", "dna", "text"])
@@ -102,3 +106,21 @@ def test_checkpoint_fine_tunes_without_decoder_weights(tmp_path, make_config):
     encoder = checkpoint.build_encoder()
     assert not any("decoder" in name or "head" in name for name in encoder.state_dict())
     assert torch.equal(encoder.embed.weight, checkpoint.weights["encoder.embed.weight"])
+
+
+def test_reference_like_decoder_adds_absolute_positions_and_normalises_its_input():
+    """H3 of the objectives experiment: the reference's decoder has its own absolute positions and an input
+    LayerNorm. Identical states at every position stay identical through a rotary decoder (attention over equal
+    values returns that value), and differ through an absolute one."""
+    width = tiny_maelm().encoder.config.d_model
+    same = torch.randn(1, 1, width).expand(1, 6, width)
+    rotary = tiny_maelm(decoder_layers=2).decoder(same, None)
+    assert torch.allclose(rotary[0, 0], rotary[0, 5], atol=1e-5)
+    model = tiny_maelm(decoder_layers=2, decoder_positions="absolute", decoder_input_norm=True,
+                       decoder_max_positions=16)
+    assert isinstance(model.decoder.input_norm, torch.nn.LayerNorm)
+    absolute = model.decoder(same, None)
+    assert not torch.allclose(absolute[0, 0], absolute[0, 5], atol=1e-3)
+    with pytest.raises(ValueError, match="raise objective.decoder_max_positions"):
+        model.decoder(torch.zeros(1, 17, width), None)
+    assert model.lm_export is None and tiny_maelm().lm_export == "decoder"  # the exported decoder is the rotary one

@@ -24,8 +24,9 @@ def test_sparse_prediction_loss_equals_dense_loss():
     model = make_mlm()
     batch = sample_batch()
     sparse = model(batch, torch.Generator().manual_seed(3))
-    selected, corrupted = model.corrupt(batch, torch.Generator().manual_seed(3))
-    hidden = model.encoder(corrupted, attention_mask=batch.attention_mask)
+    corruption = model.corrupt(batch, torch.Generator().manual_seed(3))
+    selected = corruption.selected
+    hidden = model.encoder(corruption.input_ids, attention_mask=batch.attention_mask)
     dense_logits = model.head(hidden)  # every position, then the loss keeps the selected ones
     labels = batch.input_ids.masked_fill(~selected, -100)
     dense = F.cross_entropy(dense_logits.flatten(0, 1), labels.flatten(), ignore_index=-100)

@@ -31,8 +31,7 @@ def expansion_ratio(trainer: Any, rounds: int) -> dict[str, float] | None:
     store = trainer.batches.store
     for step, indices in enumerate(trainer.batches.sampler.epoch(0)[:rounds]):
         batch = trainer.device_batch([store[int(i)] for i in indices])
-        selected = model.select(batch, step_generator(trainer.config.train.seed, step, 0))
-        expansion = model.expand(batch, selected)
+        expansion = model.expand(batch, model.corrupt(batch, step_generator(trainer.config.train.seed, step, 0)))
         expanded_real += int(expansion.input_ids.ne(trainer.specials.pad).sum())
         real += batch.real_tokens
         expanded_padded += expansion.input_ids.numel()

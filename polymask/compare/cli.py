@@ -14,8 +14,10 @@ def cmd_compare(args: argparse.Namespace) -> int:
     from polymask.compare.budget import parse_budget
     from polymask.config import apply_override, check_run_fields, load_yaml
 
-    objectives = [name.strip() for name in args.objectives.split(",") if name.strip()]
-    check_counts(objectives, args.seeds, args.benchmark_seeds)
+    from polymask.compare.variants import parse_variants
+
+    variants = parse_variants(args.objectives)
+    check_counts(args.seeds, args.benchmark_seeds)
     base: dict[str, Any] = load_yaml(args.config) if args.config else {}
     for assignment in args.set or []:
         apply_override(base, assignment)
@@ -34,23 +36,21 @@ def cmd_compare(args: argparse.Namespace) -> int:
     from polymask.compare.run import run_compare
     from polymask.objectives import OBJECTIVES
 
-    for name in objectives:
-        OBJECTIVES.get(name)
-    report = run_compare(args.modality, objectives, budget, args.out, base, args.seeds,
+    for variant in variants:
+        OBJECTIVES.get(variant.objective)
+    report = run_compare(args.modality, variants, budget, args.out, base, args.seeds,
                          args.benchmark_seeds, args.tasks, finetune, args.data_dir, not args.no_references)
     print(f"report: {report}")
     return 0
 
 
-def check_counts(objectives: list[str], seeds: list[int], benchmark_seeds: int) -> None:
-    """One line, before anything is pretrained, for objectives or seeds that leave nothing to compare."""
+def check_counts(seeds: list[int], benchmark_seeds: int) -> None:
+    """One line, before anything is pretrained, for seeds that leave nothing to compare (``parse_variants`` checks
+    the objectives)."""
     from polymask.errors import ConfigError
 
-    if not objectives:
-        raise ConfigError("--objectives names no objective; give a comma-separated list, e.g. mlm,maelm,exlm")
-    for what, values in (("--objectives", objectives), ("--seeds", seeds)):
-        if len(set(values)) < len(values):
-            raise ConfigError(f"{what} repeats a value ({' '.join(map(str, values))}): each run is pretrained once")
+    if len(set(seeds)) < len(seeds):
+        raise ConfigError(f"--seeds repeats a value ({' '.join(map(str, seeds))}): each run is pretrained once")
     if benchmark_seeds < 1:
         raise ConfigError(f"--benchmark-seeds must be at least 1 (2 or more for a verdict), got {benchmark_seeds}")
 
@@ -70,7 +70,9 @@ def check_sections(base: dict[str, Any]) -> None:
 def add_commands(sub: argparse._SubParsersAction) -> None:
     parser = sub.add_parser("compare", help="equal-budget objective comparison: pretrain, benchmark, analyse, report")
     parser.add_argument("--modality", required=True, help="smiles, dna, text or a registered modality")
-    parser.add_argument("--objectives", default="mlm,maelm,exlm", help="comma-separated objectives")
+    parser.add_argument("--objectives", nargs="+", default=["mlm,maelm,exlm"],
+                        help="objectives (mlm,maelm,exlm) or variants of one, each [LABEL=]OBJECTIVE:KEY=VALUE,... "
+                             "(mlm100=mlm:mask_prob=1.0,random_prob=0); the first, or mlm, is the baseline")
     parser.add_argument("--budget", required=True, help="per run: a time (30m, 1.5h), N-steps, or N-tokens (5M-tokens)")
     parser.add_argument("--out", type=Path, required=True, help="report folder (reruns reuse what is finished there)")
     parser.add_argument("--config", help="base pretraining recipe (path or built-in name; default: none)")

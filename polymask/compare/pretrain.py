@@ -12,6 +12,7 @@ from typing import Any, Callable
 import torch
 
 from polymask.compare.budget import Budget, measure_step_seconds, steps_for
+from polymask.compare.variants import Variant, as_variant
 from polymask.config import RunConfig, build_run_config, merge
 from polymask.errors import ConfigError, OutputError, TrainingDiverged, one_line
 from polymask.jsonio import make_dir, write_json
@@ -22,15 +23,18 @@ from polymask.training.run_folder import held_run
 from polymask.training.trainer import Trainer, train
 
 
-def run_config(base: dict[str, Any], objective: str, seed: int, run_dir: Path) -> RunConfig:
-    """The base recipe with this run's objective, seed and folder (objective options kept when they match, else
-    only its mask ratio), validated."""
+def run_config(base: dict[str, Any], variant: Variant | str, seed: int, run_dir: Path) -> RunConfig:
+    """The base recipe with this run's objective (the base's objective options kept when it names the same one, else
+    only its mask ratio; the variant's options over them), seed and folder, validated."""
+    variant = as_variant(variant)
+    objective = variant.objective
     base_objective = base.get("objective", {})
     if isinstance(base_objective, str):
         base_objective = {"name": base_objective}
     same = base_objective.get("name") == objective
     options = base_objective if same else {key: value for key, value in base_objective.items() if key == "mask_ratio"}
-    if not same:  # a saved run's config repeats its objective's encoder decisions (model.rope_2d): not this one's
+    options = {**options, **variant.options}
+    if not same or variant.options:  # a saved run's config repeats its objective's encoder decisions (model.rope_2d)
         base = {**base, "model": {key: value for key, value in base.get("model", {}).items()
                                   if key not in _decided_by(objective)}}
     base = {**base, "objective": {**options, "name": objective}}  # replaced, not merged: no other objective's options
@@ -129,24 +133,27 @@ def _finished(run_dir: Path, summary: dict[str, Any]) -> bool:
     return True
 
 
-def pretrain(base: dict[str, Any], objective: str, seed: int, budget: Budget, out: Path) -> dict[str, Any]:
-    """Train ``out/pretrain/<objective>-seed<seed>`` (reused when finished under the same budget and settings,
+def pretrain(base: dict[str, Any], variant: Variant | str, seed: int, budget: Budget, out: Path,
+             wait: bool = True) -> dict[str, Any]:
+    """Train ``out/pretrain/<label>-seed<seed>`` (reused when finished under the same budget and settings,
     resumed when interrupted); returns its summary plus the plan, which records the threads, the device and the
     machine's load when the run started (a time budget buys fewer steps on a busy or slower machine). A run that
-    diverged is returned as it ended (``diverged``), for the report to call no ordering on it."""
-    run_dir = out / "pretrain" / f"{objective}-seed{seed}"
+    diverged is returned as it ended (``diverged``), for the report to call no ordering on it. Another process
+    pretraining the same run: wait for it, or (``wait=False``) raise ``RunBusy``."""
+    variant = as_variant(variant)
+    run_dir = out / "pretrain" / f"{variant.label}-seed{seed}"
     make_dir(run_dir)
-    with acquire(run_dir / ".compare.lock", str, wait=True,
+    with acquire(run_dir / ".compare.lock", lambda owner: f"{owner} is pretraining {run_dir}", wait=wait,
                  on_wait=lambda owner: print(f"polymask compare: waiting for {owner}, which is pretraining {run_dir}",
                                              file=sys.stderr)):
-        return _pretrain_held(base, objective, seed, budget, run_dir)
+        return _pretrain_held(base, variant, seed, budget, run_dir)
 
 
-def _pretrain_held(base: dict[str, Any], objective: str, seed: int, budget: Budget, run_dir: Path) -> dict[str, Any]:
+def _pretrain_held(base: dict[str, Any], variant: Variant, seed: int, budget: Budget, run_dir: Path) -> dict[str, Any]:
     """``pretrain`` with the run's compare lock held: another invocation on the same --out waits here, then reuses the
     run (its probe and plan never meet a live run)."""
     plan_file = run_dir / "plan.json"
-    config = run_config(base, objective, seed, run_dir)
+    config = run_config(base, variant, seed, run_dir)
     device = machine(resolve_device(config.train.device))["device"]
     if plan_file.is_file():
         plan = _read_state(plan_file)
@@ -160,12 +167,13 @@ def _pretrain_held(base: dict[str, Any], objective: str, seed: int, budget: Budg
         if (plan.get("budget"), plan.get("amount")) == (budget.kind, budget.amount):
             summary = _read_state(run_dir / "summary.json") if (run_dir / "summary.json").is_file() else {}
             if _finished(run_dir, summary):
-                return _result(summary, plan, run_dir, reused=True)
+                return _result(summary, plan, run_dir, variant, reused=True)
             if (run_dir / "checkpoints" / "latest.json").is_file():
                 if budget.kind == "time" and plan.get("device", device) != device:
                     raise OutputError(f"{run_dir} started its time budget on {plan['device']}; finishing it on {device} "
                                       f"would spend the rest at another speed: resume it there, or remove {run_dir}")
-                return _result(_train_to_end(lambda: train(resume=run_dir), run_dir), plan, run_dir, reused=False)
+                return _result(_train_to_end(lambda: train(resume=run_dir), run_dir), plan, run_dir, variant,
+                               reused=False)
         elif held_run(run_dir):  # its benchmark cells would be reused for a model they were not computed on
             raise OutputError(f"{run_dir} holds a run pretrained under another budget ({plan.get('amount')} "
                               f"{plan.get('budget')}, not {budget.amount:g} {budget.kind}); use another --out, or "
@@ -184,7 +192,7 @@ def _pretrain_held(base: dict[str, Any], objective: str, seed: int, budget: Budg
         schedule.max_time, schedule.max_steps = budget.amount, plan["max_steps"]
     write_json(plan_file, plan)
     summary = _train_to_end(lambda: Trainer(config, existing="overwrite").fit(), run_dir)  # a start that saved nothing
-    return _result(summary, plan, run_dir, reused=False)
+    return _result(summary, plan, run_dir, variant, reused=False)
 
 
 def _train_to_end(fit: Callable[[], dict[str, Any]], run_dir: Path) -> dict[str, Any]:
@@ -195,8 +203,11 @@ def _train_to_end(fit: Callable[[], dict[str, Any]], run_dir: Path) -> dict[str,
         return _read_state(run_dir / "summary.json")
 
 
-def _result(summary: dict[str, Any], plan: dict[str, Any], run_dir: Path, reused: bool) -> dict[str, Any]:
+def _result(summary: dict[str, Any], plan: dict[str, Any], run_dir: Path, variant: Variant,
+            reused: bool) -> dict[str, Any]:
     """What compare keeps of a run: its summary, read from the folder it was found in (a summary records the
-    ``--out`` typed when it was trained), its plan, and whether it was reused."""
-    return {**summary, "run_dir": str(run_dir), "plan": plan, "reused": reused,
+    ``--out`` typed when it was trained), its plan, its variant (``variant``: the row label, ``variant_options``), and
+    whether it was reused."""
+    return {**summary, "run_dir": str(run_dir), "plan": plan, "reused": reused, "variant": variant.label,
+            "variant_options": variant.options,
             "diverged": summary.get("status") == "diverged"}

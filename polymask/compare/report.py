@@ -18,11 +18,16 @@ from polymask.tasks.metrics.scoring import METRICS
 from polymask.tasks.metrics.significance import NOISE_P, welch_verdict
 
 
+def row_label(run: dict[str, Any]) -> str:
+    """The report row of a pretraining run: its variant's label (an objective's name for its defaults)."""
+    return run.get("variant") or run["objective"]
+
+
 def _objective_scores(results: dict[str, Any], runs: list[dict[str, Any]],
                       split: str = "test") -> dict[tuple[str, str], list[float]]:
     """(objective, task) -> one ``split`` score per pretraining seed (mean over fine-tuning seeds), or the
     fine-tuning seeds' scores when there is a single pretraining seed."""
-    objective_of = {f"{Path(r['run_dir']).name} ({r['objective']})": r["objective"] for r in runs}
+    objective_of = {f"{Path(r['run_dir']).name} ({r['objective']})": row_label(r) for r in runs}
     per_run: dict[tuple[str, str, str], list[float]] = {}
     for cell in results["cells"]:
         objective = objective_of.get(cell["system"], cell["system"])
@@ -56,8 +61,8 @@ NO_BASELINE_VERDICT = "n/a (no baseline score)"
 def failed_objectives(runs: list[dict[str, Any]]) -> dict[str, str]:
     """Objectives with a pretraining run that diverged or ended collapsed (the trainer's collapse alarm), with the
     verdict every comparison involving them gets."""
-    failed = {run["objective"]: COLLAPSED_VERDICT for run in runs if run.get("collapsed")}
-    return {**failed, **{run["objective"]: DIVERGED_VERDICT for run in runs if run.get("diverged")}}
+    failed = {row_label(run): COLLAPSED_VERDICT for run in runs if run.get("collapsed")}
+    return {**failed, **{row_label(run): DIVERGED_VERDICT for run in runs if run.get("diverged")}}
 
 
 def benchmark_rows(benchmark: str, results: dict[str, Any], runs: list[dict[str, Any]],
@@ -210,9 +215,14 @@ def _missing_tasks(results: dict[str, Any]) -> list[str]:
             "give `--data-dir` or set `$POLYMASK_DATA_DIR`; the reasons are in the benchmark's results.md).", ""]
 
 
+def _objective_cell(run: dict[str, Any]) -> str:
+    options = ", ".join(f"{key}={value}" for key, value in (run.get("variant_options") or {}).items())
+    return f"{run['objective']} ({options})" if options else run["objective"]
+
+
 def write_compare_report(out: Path, modality: str, budget: Budget, runs: list[dict[str, Any]],
                          benchmarks: dict[str, Path], analyses: dict[str, Any], wall_time: float) -> Path:
-    objectives = list(dict.fromkeys(run["objective"] for run in runs))
+    objectives = list(dict.fromkeys(row_label(run) for run in runs))
     results = {name: json.loads((folder / "results.json").read_text()) for name, folder in benchmarks.items()}
     finetune_seconds = cell_seconds([cell for result in results.values() for cell in result["cells"]])
     baseline = "mlm" if "mlm" in objectives else objectives[0]
@@ -228,14 +238,14 @@ def write_compare_report(out: Path, modality: str, budget: Budget, runs: list[di
              *_failure_warning(runs),
              "", "## Pretraining", "",
              "| run | objective | steps | real tokens | train time (s) | device, precision | threads / load at start "
-             "| tokens/s | final val loss | val accuracy | unigram accuracy | effective rank | collapsed |",
+             "| tokens/s | final val loss | val accuracy at [MASK] | unigram accuracy | effective rank | collapsed |",
              "|---|---|---:|---:|---:|---|---|---:|---:|---:|---:|---:|---|"]
     for run in runs:
-        lines.append(f"| {Path(run['run_dir']).name} | {run['objective']} | {_steps(run)} | {run['tokens']:,} | "
+        lines.append(f"| {Path(run['run_dir']).name} | {_objective_cell(run)} | {_steps(run)} | {run['tokens']:,} | "
                      f"{run['train_time_s']} | {run.get('device', '–')}, {run.get('precision', '–')} | "
                      f"{_load(run.get('plan') or {})} | {run['tokens_per_s']:,.0f} | "
                      f"{_optional(run.get('final_val_loss'), '.4f')} | "
-                     f"{_optional(run.get('final_val_accuracy'), '.3f')} | {_optional(run.get('unigram_accuracy'), '.3f')} | "
+                     f"{_optional(run.get('final_val_mask_accuracy', run.get('final_val_accuracy')), '.3f')} | {_optional(run.get('unigram_accuracy'), '.3f')} | "
                      f"{_optional(run.get('final_val_rank'), 'd')} | {_optional(run.get('collapsed'), '')} |")
     lines += ["", "Validation losses are each objective's own loss (MLM cross-entropy, MAE-LM's decoder "
               "cross-entropy, ExLM's DAG loss per target) and are not comparable across objectives; the "

@@ -12,8 +12,10 @@ from polymask.checkpoints.pretrained import read_checkpoint, resolve_checkpoint
 from polymask.compare.budget import Budget
 from polymask.compare.pretrain import pretrain, run_config
 from polymask.compare.report import write_compare_report
+from polymask.compare.variants import Variant, as_variant, check_labels
 from polymask.data.corpus import prepare_corpus
-from polymask.errors import ConfigError
+from polymask.config import RunConfig
+from polymask.errors import ConfigError, RunBusy, one_line
 from polymask.jsonio import make_dir, write_text
 from polymask.modalities import build_modality
 from polymask.tasks.benchmark.runner import run_benchmark
@@ -109,13 +111,63 @@ def compare_settings(benchmark: str, given: dict[str, Any]) -> FinetuneConfig:
     return settings
 
 
-def run_compare(modality: str, objectives: list[str], budget: Budget, out: Path, base: dict[str, Any],
+def variant_config(base: dict[str, Any], variant: Variant, seed: int, out: Path) -> RunConfig:
+    """The run config of ``variant``, checked before anything is pretrained: a wrong option is one line naming it,
+    and so is one that only its model would refuse (``trial_step``)."""
+    try:
+        config = run_config(base, variant, seed, out / "pretrain" / f"{variant.label}-seed{seed}")
+        trial_step(config)
+    except (ConfigError, ValueError, RuntimeError) as exc:
+        raise ConfigError(f"--objectives {variant.label}: {one_line(exc)}") from None
+    return config
+
+
+def trial_step(config: RunConfig, vocab_size: int = 64) -> None:
+    """Build the run's objective around its encoder (on a small stand-in vocabulary) and take one loss on two
+    sequences of ``data.max_len`` tokens: an option that fails only when its model is built or first run (a decoder
+    position table shorter than the sequences, heads that do not divide the width) fails here, in seconds, and
+    not hours into a comparison when that run's turn comes."""
+    import torch
+
+    from polymask.data.batching import collate
+    from polymask.model.encoder import Encoder
+    from polymask.objectives import build_objective
+    from polymask.tokenization import SpecialIds
+
+    specials = SpecialIds(pad=0, unk=1, cls=2, sep=3, mask=4)
+    objective = build_objective(config.objective, Encoder(config.model, vocab_size), specials)
+    generator = torch.Generator().manual_seed(0)
+    body = torch.randint(5, vocab_size, (2, config.data.max_len - 2), generator=generator).tolist()
+    with torch.no_grad():
+        objective(collate([[specials.cls, *row, specials.sep] for row in body], specials.pad), generator)
+
+
+def pretrain_all(base: dict[str, Any], plan: list[tuple[Variant, int]], budget: Budget,
+                 out: Path) -> list[dict[str, Any]]:
+    """Every (variant, seed) run of ``plan``, in its order. A run another ``polymask compare`` on the same --out is
+    pretraining is passed over at first and waited for at the end, so that two invocations (one core each) share
+    the runs between them."""
+    done: dict[int, dict[str, Any]] = {}
+    for wait in (False, True):
+        for index, (variant, seed) in enumerate(plan):
+            if index not in done:
+                try:
+                    done[index] = pretrain(base, variant, seed, budget, out, wait=wait)
+                except RunBusy:
+                    continue
+    return [done[index] for index in range(len(plan))]
+
+
+def run_compare(modality: str, variants: list[Variant | str], budget: Budget, out: Path, base: dict[str, Any],
                 seeds: list[int], benchmark_seeds: int, tasks: list[str] | None, finetune: dict[str, Any],
                 data_dir: Path | None = None, references: bool = True) -> Path:
-    """Run everything; ``finetune`` holds the fine-tuning fields given (each benchmark's recipe fills the rest);
+    """Run everything; ``variants``: the objectives (or settings of one) compared, the first the baseline unless
+    MLM is among them; ``finetune`` holds the fine-tuning fields given (each benchmark's recipe fills the rest);
     ``references``: also the untrained encoder and the field's classical baselines (rows the verdicts do not read).
     Returns the path of ``report.md``."""
-    check_objectives(objectives)
+    variants = [as_variant(variant) for variant in variants]
+    check_objectives([variant.objective for variant in variants])
+    check_labels(variants)
     keys_of = compare_tasks(modality, tasks)
     settings = {benchmark: compare_settings(benchmark, finetune) for benchmark, keys in keys_of.items() if keys}
     for benchmark, chosen in settings.items():  # before pretraining: what a task kind cannot do is one line now
@@ -123,13 +175,13 @@ def run_compare(modality: str, objectives: list[str], budget: Budget, out: Path,
             spec = load_task_spec(key)
             spec.task_kind.refuse_settings(chosen.for_task(spec.name), key)
     base = {**base, "modality": base.get("modality") or {"name": modality}}
-    data = run_config(base, objectives[0], seeds[0], out / "pretrain" / "unused").data
+    data = [variant_config(base, variant, seeds[0], out) for variant in variants][0].data
     if data.val_fraction == 0 or data.max_val_records == 0:  # the analyses and the collapse alarm read it
         raise ConfigError("compare needs a validation split of the pretraining corpus: data.val_fraction and "
                           "data.max_val_records must be above 0")
     started = time.perf_counter()
     make_dir(out)
-    runs = [pretrain(base, objective, seed, budget, out) for objective in objectives for seed in seeds]
+    runs = pretrain_all(base, [(variant, seed) for variant in variants for seed in seeds], budget, out)
     run_dirs = [Path(run["run_dir"]) for run in runs]
     benchmark_reports = {}
     for benchmark, chosen in settings.items():

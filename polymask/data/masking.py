@@ -42,12 +42,23 @@ def sample_mask(maskable: Tensor, ratio: float, generator: torch.Generator, span
     return mask & maskable
 
 
+def split_selected(selected: Tensor, generator: torch.Generator, mask_prob: float,
+                   random_prob: float) -> tuple[Tensor, Tensor]:
+    """BERT's split of the ``selected`` positions: (to [MASK], to a random token); the rest keep their token."""
+    draw = torch.rand(selected.shape, generator=generator).to(selected.device)
+    to_mask = selected & (draw < mask_prob)
+    to_random = selected & (draw >= mask_prob) & (draw < mask_prob + random_prob)
+    return to_mask, to_random
+
+
+def replace_at_random(input_ids: Tensor, to_random: Tensor, random_pool: Tensor, generator: torch.Generator) -> Tensor:
+    """``input_ids`` with a token drawn uniformly from ``random_pool`` at each ``to_random`` position."""
+    choice = torch.randint(len(random_pool), to_random.shape, generator=generator).to(to_random.device)
+    return torch.where(to_random, random_pool.to(to_random.device)[choice], input_ids)
+
+
 def bert_corrupt(input_ids: Tensor, mask: Tensor, mask_id: int, random_pool: Tensor, generator: torch.Generator,
                  mask_prob: float = 0.8, random_prob: float = 0.1) -> Tensor:
     """BERT's corruption of the selected positions: [MASK] / a random token / unchanged."""
-    draw = torch.rand(mask.shape, generator=generator).to(mask.device)
-    to_mask = mask & (draw < mask_prob)
-    to_random = mask & (draw >= mask_prob) & (draw < mask_prob + random_prob)
-    choice = torch.randint(len(random_pool), mask.shape, generator=generator).to(mask.device)
-    corrupted = input_ids.masked_fill(to_mask, mask_id)
-    return torch.where(to_random, random_pool.to(mask.device)[choice], corrupted)
+    to_mask, to_random = split_selected(mask, generator, mask_prob, random_prob)
+    return replace_at_random(input_ids.masked_fill(to_mask, mask_id), to_random, random_pool, generator)

@@ -1,6 +1,7 @@
 """Objectives: MLM, MAE-LM and ExLM. Register your own with ``@register_objective``."""
 from polymask.model.encoder import Encoder
-from polymask.objectives.base import MASK_RATIO, Objective, ObjectiveConfig, ObjectiveOutput, token_loss
+from polymask.objectives.base import (MASK_RATIO, Corruption, CorruptionConfig, Objective, ObjectiveConfig,
+                                      ObjectiveOutput, token_loss)
 from polymask.objectives.registry import OBJECTIVES
 from polymask.objectives import mlm  # noqa: F401  (registers the built-ins)
 from polymask.objectives import exlm  # noqa: F401
@@ -17,5 +18,5 @@ def build_objective(config: ObjectiveConfig, encoder: Encoder, specials: Special
     return OBJECTIVES.get(config.name)(config, encoder, specials, mask_span, shape_multiple)
 
 
-__all__ = ["MASK_RATIO", "OBJECTIVES", "Objective", "ObjectiveConfig", "ObjectiveOutput", "build_objective",
+__all__ = ["MASK_RATIO", "OBJECTIVES", "Corruption", "CorruptionConfig", "Objective", "ObjectiveConfig", "ObjectiveOutput", "build_objective",
            "register_objective", "token_loss"]

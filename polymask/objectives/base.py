@@ -12,11 +12,11 @@ from typing import Any, ClassVar
 import numpy as np
 import torch
 import torch.nn.functional as F
-from pydantic import Field
+from pydantic import Field, model_validator
 from torch import Tensor, nn
 
 from polymask.data.batching import Batch, round_up
-from polymask.data.masking import maskable_positions, sample_mask
+from polymask.data.masking import maskable_positions, replace_at_random, sample_mask, split_selected
 from polymask.errors import PolymaskError
 from polymask.model.encoder import Encoder
 from polymask.model.layers import gelu
@@ -34,13 +34,53 @@ class ObjectiveConfig(ComponentConfig):
     mask_ratio: float = Field(MASK_RATIO, gt=0, lt=1, description="fraction of maskable tokens selected per sequence")
 
 
+class CorruptionConfig(ObjectiveConfig):
+    """Options of an objective that corrupts its selected positions as BERT does (``Objective.corrupt``):
+    ``mask_prob`` of them are masked, ``random_prob`` show a random token, the rest keep their own; all are
+    predicted. What "masked" means is the objective's: [MASK] (MLM), removed from the encoder (MAE-LM), expanded
+    into k [MASK] states (ExLM). The default, every selected position masked, is MAE-LM's and ExLM's papers'."""
+
+    mask_prob: float = Field(1.0, ge=0, le=1, description="selected positions masked (the objective's kind of mask)")
+    random_prob: float = Field(0.0, ge=0, le=1, description="selected positions shown as a random token, predicted")
+
+    @model_validator(mode="after")
+    def _check_split(self) -> "CorruptionConfig":
+        if self.mask_prob + self.random_prob > 1:
+            total = self.mask_prob + self.random_prob
+            raise ValueError(f"objective.mask_prob + objective.random_prob = {total:g} exceeds 1")
+        return self
+
+
+@dataclass
+class Corruption:
+    """One batch's corruption: which positions are predicted, which of them are masked, and the input shown."""
+
+    selected: Tensor   # (B, L) positions predicted
+    masked: Tensor     # (B, L) the subset of ``selected`` that is masked
+    input_ids: Tensor  # (B, L) [MASK] at masked positions, a random token at randomised ones, the token elsewhere
+
+    @property
+    def shown(self) -> Tensor:
+        """(B, L) selected positions that stay in the input (kept or randomised)."""
+        return self.selected & ~self.masked
+
+    @classmethod
+    def all_masked(cls, input_ids: Tensor, selected: Tensor, mask_id: int) -> "Corruption":
+        """Every ``selected`` position masked (the prediction that analyses and fill-mask ask for)."""
+        return cls(selected, selected, input_ids.masked_fill(selected, mask_id))
+
+
 @dataclass
 class ObjectiveOutput:
-    """Loss of one batch plus the counts behind masked-token accuracy."""
+    """Loss of one batch plus the counts behind masked-token accuracy; ``masked_predictions`` and ``masked_correct``
+    count the masked positions alone where some predicted ones were shown (kept or random tokens, which an encoder
+    may copy): the collapse alarm reads those. None: every prediction is of a masked position."""
 
     loss: Tensor
     predictions: int
     correct: Tensor
+    masked_predictions: int | None = None
+    masked_correct: Tensor | None = None
 
 
 class LMHead(nn.Module):
@@ -131,6 +171,18 @@ class Objective(nn.Module):
         ratio = self.config.mask_ratio if mask_ratio is None else mask_ratio
         return sample_mask(maskable, ratio, generator, self.mask_span)
 
+    def corrupt(self, batch: Batch, generator: torch.Generator) -> Corruption:
+        """Select positions (``select``) and split them by the config's ``mask_prob`` and ``random_prob`` (a
+        ``CorruptionConfig``): masked, shown as a random token, or kept."""
+        config = self.config
+        if not isinstance(config, CorruptionConfig):
+            raise TypeError(f"objective '{config.name}': corrupt() needs a CorruptionConfig (mask_prob, random_prob)")
+        selected = self.select(batch, generator)
+        masked, randomised = split_selected(selected, generator, config.mask_prob, config.random_prob)
+        shown = replace_at_random(batch.input_ids.masked_fill(masked, self.specials.mask), randomised,
+                                  self.random_pool, generator)
+        return Corruption(selected, masked, shown)
+
     def forward(self, batch: Batch, generator: torch.Generator) -> ObjectiveOutput:
         raise NotImplementedError
 
@@ -164,8 +216,11 @@ def checked_output(output: Any, name: str) -> ObjectiveOutput:
     return output
 
 
-def token_loss(logits: Tensor, targets: Tensor) -> ObjectiveOutput:
-    """Mean cross-entropy (in fp32) over prediction rows, with the correct-prediction count."""
+def token_loss(logits: Tensor, targets: Tensor, masked: Tensor | None = None) -> ObjectiveOutput:
+    """Mean cross-entropy (in fp32) over prediction rows, with the correct-prediction count; ``masked`` (M,) marks the
+    rows of masked positions when some rows are of shown ones (then counted apart as well)."""
     loss = F.cross_entropy(logits.float(), targets)
-    correct = (logits.detach().argmax(dim=-1) == targets).sum()
-    return ObjectiveOutput(loss, int(targets.numel()), correct)
+    hits = logits.detach().argmax(dim=-1) == targets
+    if masked is None or bool(masked.all()):
+        return ObjectiveOutput(loss, int(targets.numel()), hits.sum())
+    return ObjectiveOutput(loss, int(targets.numel()), hits.sum(), int(masked.sum()), hits[masked].sum())

@@ -1,7 +1,7 @@
 """ExLM (arXiv 2501.13397): expand each [MASK] into k states and train them with a DAG loss.
 
-A batch is masked (all selected positions become [MASK]; no 80/10/10, as in the reference
-recipe), then each masked position and each row's start and end token become k states
+A batch is masked (by default all selected positions become [MASK], as in the reference recipe),
+then each masked position and each row's start and end token become k states
 (``state_expansion``). The encoder runs on the expanded sequence with 2D rotary positions
 (original index, state index). The vocabulary projection runs only on the expanded states;
 transition scores between them come from ``TransitionScorer``; the loss is the negative log of
@@ -9,8 +9,14 @@ the probability of the target ([CLS], masked tokens left to right, [SEP]) summed
 monotone path from the first [CLS] state to the last [SEP] state (``dag``), divided by the
 target length and averaged over sequences, as the reference criterion does.
 
+With ``mask_prob`` below 1, the selected positions not masked show a random token (``random_prob``)
+or their own; they stay single states (state index 0) and the LM head predicts each from its own
+state with cross-entropy. The two losses are weighted by the tokens they predict: (n_masked x DAG
+loss + n_shown x token loss) / (n_masked + n_shown), the DAG loss being a per-target mean already,
+so every selected token weighs about the same, as in MLM.
+
 Masked-token accuracy: a masked token counts as correct when the state that emits it on the
-Viterbi (most probable) path of the DAG predicts it as its argmax.
+Viterbi (most probable) path of the DAG predicts it as its argmax; a shown one by its own argmax.
 """
 from __future__ import annotations
 
@@ -19,12 +25,13 @@ from dataclasses import dataclass
 from typing import Any, Literal
 
 import torch
+import torch.nn.functional as F
 from pydantic import Field
 from torch import Tensor
 
 from polymask.data.batching import Batch
 from polymask.model.encoder import Encoder
-from polymask.objectives.base import LMHead, Objective, ObjectiveConfig, ObjectiveOutput
+from polymask.objectives.base import Corruption, CorruptionConfig, LMHead, Objective, ObjectiveOutput
 from polymask.objectives.dag import dag_best_alignment, dag_log_likelihood
 from polymask.objectives.registry import OBJECTIVES
 from polymask.objectives.state_expansion import Expansion, expand_states
@@ -32,7 +39,7 @@ from polymask.objectives.transitions import TransitionScorer, allowed_edges, nex
 from polymask.tokenization import SpecialIds
 
 
-class ExLMConfig(ObjectiveConfig):
+class ExLMConfig(CorruptionConfig):
     name: str = "exlm"
     k: int = Field(4, ge=1, le=64, description="states each masked position (and the start and end token) expands to")
     transitions: Literal["dense", "sparse"] = Field(
@@ -69,6 +76,7 @@ class DagScores:
     log_probs: Tensor   # (B, N, V) fp32
     emissions: Tensor   # (B, T, N) fp32: log P(target t | state v)
     links: Tensor       # (B, N, N) fp32: log P(u -> v)
+    shown_logits: Tensor  # (S, V): the LM head on the selected positions left unmasked, in ``input_ids`` order
 
 
 @OBJECTIVES.register("exlm")
@@ -97,10 +105,13 @@ class ExLM(Objective):
     def encoder_overrides(cls, config: ExLMConfig) -> dict[str, Any]:
         return {"rope_2d": config.rope_2d}
 
-    def expand(self, batch: Batch, selected: Tensor) -> Expansion:
-        """The expanded batch the encoder runs on."""
-        return expand_states(batch.input_ids, selected, batch.attention_mask, self.config.k,
-                             self.specials.mask, self.specials.pad)
+    def expand(self, batch: Batch, corruption: Corruption | Tensor) -> Expansion:
+        """The expanded batch the encoder runs on: the masked positions expanded, the others as shown (a tensor of
+        selected positions: all of them masked)."""
+        if isinstance(corruption, Tensor):
+            corruption = Corruption.all_masked(batch.input_ids, corruption, self.specials.mask)
+        return expand_states(batch.input_ids, corruption.masked, batch.attention_mask, self.config.k,
+                             self.specials.mask, self.specials.pad, corruption.input_ids)
 
     def key_bias(self, expansion: Expansion) -> Tensor | None:
         """-log k on every expanded state's attention logit (``group_attention="one_token"``), else None."""
@@ -108,10 +119,13 @@ class ExLM(Objective):
             return None
         return (expansion.state_index > 0).float() * -math.log(self.config.k)
 
-    def score(self, batch: Batch, selected: Tensor) -> DagScores:
-        """Expand, encode, and score emissions and transitions of the expanded states."""
+    def score(self, batch: Batch, corruption: Corruption | Tensor) -> DagScores:
+        """Expand, encode, and score emissions and transitions of the expanded states (and the LM head on the
+        selected positions left unmasked); a tensor of selected positions: all of them masked."""
         config = self.config
-        expansion = self.expand(batch, selected)
+        if isinstance(corruption, Tensor):
+            corruption = Corruption.all_masked(batch.input_ids, corruption, self.specials.mask)
+        expansion = self.expand(batch, corruption)
         hidden = self.encoder(expansion.input_ids, attention_mask=expansion.attention_mask,
                               position_ids=expansion.position_ids(config.rope_2d), key_bias=self.key_bias(expansion))
         slots = expansion.state_slots
@@ -122,7 +136,10 @@ class ExLM(Objective):
         allowed = allowed_edges(expansion.state_mask, config.k, config.transitions == "dense")
         links = self.transitions(scale_gradient(states, config.transition_grad), slots, allowed,
                                  next_group_bias(allowed.shape[1], config.k, config.next_group_bias))
-        return DagScores(expansion, log_probs, emissions, links)
+        shown = corruption.shown
+        rows = torch.arange(shown.shape[0], device=shown.device)[:, None].expand_as(shown)[shown]
+        shown_logits = self.score_rows(hidden[rows, expansion.first_slot[shown]])
+        return DagScores(expansion, log_probs, emissions, links, shown_logits)
 
     def aligned_states(self, scores: DagScores) -> tuple[Tensor, Tensor]:
         """The state emitting each target on the Viterbi path (B, T), and which targets are masked tokens."""
@@ -140,19 +157,28 @@ class ExLM(Objective):
         return scores.log_probs.gather(1, path[..., None].expand(-1, -1, vocab))[masked]
 
     def forward(self, batch: Batch, generator: torch.Generator) -> ObjectiveOutput:
-        """DAG loss of a freshly masked batch; accuracy from the Viterbi-aligned states' argmax."""
-        selected = self.select(batch, generator)
-        scores = self.score(batch, selected)
+        """DAG loss over the masked tokens and cross-entropy over the shown ones, weighted by their counts;
+        accuracy from the Viterbi-aligned states' argmax (masked) and the own state's argmax (shown)."""
+        corruption = self.corrupt(batch, generator)
+        scores = self.score(batch, corruption)
         expansion = scores.expansion
         lengths = expansion.target_lengths
         with torch.autocast(batch.input_ids.device.type, enabled=False):
             log_likelihood = dag_log_likelihood(scores.emissions, scores.links, expansion.state_counts, lengths)
         loss = -(log_likelihood / lengths).mean()
+        masked_count, shown_count = int(corruption.masked.sum()), int(corruption.shown.sum())
+        shown_targets = batch.input_ids[corruption.shown]
+        if shown_count:
+            shown_loss = F.cross_entropy(scores.shown_logits.float(), shown_targets)
+            loss = (masked_count * loss + shown_count * shown_loss) / (masked_count + shown_count)
         with torch.no_grad():
             path, masked = self.aligned_states(scores)
             predicted = scores.log_probs.argmax(dim=-1).gather(1, path)[masked]
-            correct = (predicted == batch.input_ids[selected]).sum()
-        return ObjectiveOutput(loss, int(predicted.numel()), correct)
+            masked_correct = (predicted == batch.input_ids[corruption.masked]).sum()
+            correct = masked_correct + (scores.shown_logits.argmax(dim=-1) == shown_targets).sum()
+        if not shown_count:
+            return ObjectiveOutput(loss, masked_count, correct)
+        return ObjectiveOutput(loss, masked_count + shown_count, correct, masked_count, masked_correct)
 
     def masked_log_probs(self, batch: Batch, selected: Tensor) -> Tensor:
         """The DAG-aligned prediction of each masked token from its k expanded states."""

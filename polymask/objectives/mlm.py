@@ -2,26 +2,19 @@
 from __future__ import annotations
 
 import torch
-from pydantic import Field, model_validator
+from pydantic import Field
 
 from polymask.data.batching import Batch
-from polymask.data.masking import bert_corrupt
 from polymask.model.encoder import Encoder
-from polymask.objectives.base import LMHead, Objective, ObjectiveConfig, ObjectiveOutput, token_loss
+from polymask.objectives.base import CorruptionConfig, LMHead, Objective, ObjectiveOutput, token_loss
 from polymask.objectives.registry import OBJECTIVES
 from polymask.tokenization import SpecialIds
 
 
-class MLMConfig(ObjectiveConfig):
+class MLMConfig(CorruptionConfig):
     name: str = "mlm"
-    mask_prob: float = Field(0.8, ge=0, le=1, description="selected positions replaced by [MASK]")
+    mask_prob: float = Field(0.8, ge=0, le=1, description="selected positions replaced by [MASK] (BERT's 80%)")
     random_prob: float = Field(0.1, ge=0, le=1, description="selected positions replaced by a random token")
-
-    @model_validator(mode="after")
-    def _check_split(self) -> "MLMConfig":
-        if self.mask_prob + self.random_prob > 1:
-            raise ValueError(f"mask_prob + random_prob = {self.mask_prob + self.random_prob} exceeds 1")
-        return self
 
 
 @OBJECTIVES.register("mlm")
@@ -40,17 +33,11 @@ class MaskedLM(Objective):
         super().__init__(config, encoder, specials, mask_span, shape_multiple)
         self.head = LMHead(encoder.config.d_model, encoder.embed, encoder.config.norm_eps, encoder.config.activation)
 
-    def corrupt(self, batch: Batch, generator: torch.Generator) -> tuple[torch.Tensor, torch.Tensor]:
-        """The selected positions (B, L) and the corrupted input ids."""
-        selected = self.select(batch, generator)
-        corrupted = bert_corrupt(batch.input_ids, selected, self.specials.mask, self.random_pool, generator,
-                                 self.config.mask_prob, self.config.random_prob)
-        return selected, corrupted
-
     def forward(self, batch: Batch, generator: torch.Generator) -> ObjectiveOutput:
-        selected, corrupted = self.corrupt(batch, generator)
-        hidden = self.encoder(corrupted, attention_mask=batch.attention_mask)
-        return token_loss(self.score_rows(hidden[selected]), batch.input_ids[selected])
+        corruption = self.corrupt(batch, generator)
+        hidden = self.encoder(corruption.input_ids, attention_mask=batch.attention_mask)
+        selected = corruption.selected
+        return token_loss(self.score_rows(hidden[selected]), batch.input_ids[selected], corruption.masked[selected])
 
     def masked_log_probs(self, batch: Batch, selected: torch.Tensor) -> torch.Tensor:
         """Every selected position replaced by [MASK] (no random or kept tokens), then the LM head."""

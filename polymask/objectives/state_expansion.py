@@ -30,7 +30,8 @@ class Expansion:
     state_slots (B, N): slot of each expanded state, in order (k per group), 0 on padding;
     state_mask (B, N): True for real states;
     targets (B, T): the token each group emits ([CLS], masked tokens, [SEP]), ``pad_id`` on padding;
-    target_mask (B, T): True for real targets.
+    target_mask (B, T): True for real targets;
+    first_slot (B, L): the slot of each original position (of its first state, for a group).
     """
 
     input_ids: Tensor
@@ -41,6 +42,7 @@ class Expansion:
     state_mask: Tensor
     targets: Tensor
     target_mask: Tensor
+    first_slot: Tensor
     k: int
 
     @property
@@ -72,10 +74,11 @@ def left_align(flags: Tensor, values: Tensor, fill: int) -> tuple[Tensor, Tensor
 
 
 def expand_states(input_ids: Tensor, selected: Tensor, attention_mask: Tensor | None, k: int,
-                  mask_id: int, pad_id: int) -> Expansion:
+                  mask_id: int, pad_id: int, shown_ids: Tensor | None = None) -> Expansion:
     """Expand a batch: selected positions and each row's first and last real token become k states.
 
-    input_ids (B, L) with [CLS] ... [SEP] and right padding; selected (B, L) the masked positions.
+    input_ids (B, L) with [CLS] ... [SEP] and right padding; selected (B, L) the masked positions;
+    shown_ids (B, L), default ``input_ids``: the tokens the other positions show (randomised ones differ).
     """
     batch, length = input_ids.shape
     device = input_ids.device
@@ -94,10 +97,10 @@ def expand_states(input_ids: Tensor, selected: Tensor, attention_mask: Tensor | 
     group_start = (ends - repeats).gather(1, original)
     is_state = grouped.gather(1, original) & valid
     state = torch.where(is_state, slots - group_start + 1, 0)
-    corrupted = input_ids.masked_fill(selected, mask_id)
+    corrupted = (input_ids if shown_ids is None else shown_ids).masked_fill(selected, mask_id)
     expanded = torch.where(valid, corrupted.gather(1, original), pad_id)
     original = torch.where(valid, original, 0)
     state_slots, state_mask = left_align(is_state, slots, 0)
     targets, target_mask = left_align(grouped, input_ids, pad_id)
     return Expansion(expanded, None if bool(valid.all()) else valid, original, state, state_slots, state_mask,
-                     targets, target_mask, k)
+                     targets, target_mask, ends - repeats, k)

@@ -53,8 +53,9 @@ def format_summary(summary: dict[str, Any]) -> str:
         lines.append(f"| {TIME_LABELS.get(key, key)} | {shown} |")
     if summary.get("collapsed"):
         lines.append("")
+        accuracy = summary.get("final_val_mask_accuracy", summary["final_val_accuracy"])
         lines.append("WARNING: this run has collapsed (see 'collapse' in summary.json): "
-                     f"val masked accuracy {summary['final_val_accuracy']:.4f} against the unigram accuracy "
+                     f"val masked accuracy {accuracy:.4f} against the unigram accuracy "
                      f"{summary['unigram_accuracy']:.4f}, effective rank {summary['final_val_rank']} of the final "
                      "hidden states. The encoder is not learning from context; see docs/collapse.md.")
     if summary["skipped_records"]:

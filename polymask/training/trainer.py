@@ -284,7 +284,7 @@ class Trainer:
         """Validation loss and masked-token accuracy with fixed masks (the same at every evaluation)."""
         config = self.config.train
         self.objective.eval()
-        loss_sum, predictions, correct = 0.0, 0, 0
+        loss_sum, predictions, correct, masked, masked_correct, shown = 0.0, 0, 0, 0, 0, False
         batches = self.valid_batches[:config.eval_batches] if config.eval_batches else self.valid_batches
         with FinalStates(self.encoder, self.specials.all, config.collapse.rank_tokens) as final_states:
             for index, indices in enumerate(batches):
@@ -294,11 +294,17 @@ class Trainer:
                 loss_sum += output.loss.item() * output.predictions
                 predictions += output.predictions
                 correct += int(output.correct)
+                shown |= output.masked_predictions is not None
+                masked += output.predictions if output.masked_predictions is None else output.masked_predictions
+                masked_correct += int(output.correct if output.masked_correct is None else output.masked_correct)
         self.objective.train()
         if predictions == 0:
             return {}
-        return {"val_loss": loss_sum / predictions, "val_accuracy": correct / predictions,
-                "val_rank": final_states.rank()}
+        result = {"val_loss": loss_sum / predictions, "val_accuracy": correct / predictions,
+                  "val_rank": final_states.rank()}
+        if shown and masked:  # kept or random tokens among the predicted ones: the masked ones alone, apart
+            result["val_mask_accuracy"] = masked_correct / masked
+        return result
 
     # -- checkpoints --------------------------------------------------------------------------------
     def save(self) -> Path | None:
@@ -517,6 +523,7 @@ class Trainer:
             "best_val_loss": state.best_val_loss,
             "final_val_loss": last_eval.get("val_loss"),
             "final_val_accuracy": last_eval.get("val_accuracy"),
+            "final_val_mask_accuracy": last_eval.get("val_mask_accuracy", last_eval.get("val_accuracy")),
             "unigram_accuracy": None if collapse is None else collapse.unigram,
             "final_val_rank": last_eval.get("val_rank"),
             "collapsed": None if collapse is None else collapse.collapsed,
@@ -545,7 +552,8 @@ class Trainer:
             self.state.best_val_loss = result["val_loss"]
         if self.collapse is not None and "val_accuracy" in result:
             result["unigram_accuracy"] = self.collapse.unigram
-            warnings = self.collapse.check(self.state.step, result["val_accuracy"], result["val_rank"])
+            accuracy = result.get("val_mask_accuracy", result["val_accuracy"])  # a kept token can be copied
+            warnings = self.collapse.check(self.state.step, accuracy, result["val_rank"])
             if self.dist.is_main:
                 for line in warnings:
                     tqdm_write(f"polymask: warning: {line}")

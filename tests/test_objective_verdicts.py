@@ -1,0 +1,54 @@
+"""benchmarks/objective_verdicts.py: rows per pretraining seed across compare folders, pooled-seed intervals."""
+import importlib.util
+import json
+import math
+from pathlib import Path
+
+import pytest
+
+SCRIPT = Path(__file__).parents[1] / "benchmarks" / "objective_verdicts.py"
+
+
+@pytest.fixture(scope="module")
+def verdicts():
+    spec = importlib.util.spec_from_file_location("objective_verdicts", SCRIPT)
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    return module
+
+
+def test_the_interval_pools_the_pretraining_seed_variance_of_every_row(verdicts):
+    rows = [[0.50, 0.52], [0.40, 0.42], [0.30, 0.30]]
+    sd, dof = verdicts.pooled_sd(rows)
+    assert dof == 3 and sd == pytest.approx(math.sqrt((0.0002 + 0.0002 + 0) / 3))
+    result = verdicts.contrast(([0.50, 0.52], [0.5, 0.51, 0.52]), ([0.40, 0.42], [0.4, 0.41, 0.42]), (sd, dof))
+    half = 3.182446 * sd  # t(0.975, 3) x sd x sqrt(1/2 + 1/2)
+    assert result["effect"] == pytest.approx(0.10)
+    assert (result["ci_low"], result["ci_high"]) == pytest.approx((0.10 - half, 0.10 + half), abs=1e-5)
+    assert result["beyond_pretraining_noise"] == "yes" and result["pretraining_seeds"] == [2, 2]
+    single = verdicts.contrast(([0.5], [0.5, 0.51, 0.49]), ([0.4], [0.4, 0.41, 0.39]), (sd, dof))
+    assert single["beyond_pretraining_noise"] == "n/a (one pretraining seed)" and math.isnan(single["ci_low"])
+    assert single["p_finetuning"] < 0.05
+
+
+def _folder(path: Path, steps: int, runs: dict[str, list[float]]) -> Path:
+    """A compare folder: each run 'label-seedN' with one score per fine-tuning seed on one task."""
+    (path / "benchmark-dna").mkdir(parents=True)
+    compare = {"budget": {"kind": "steps", "amount": steps},
+               "runs": [{"run_dir": f"x/{name}", "objective": "mlm", "variant": name.rsplit("-seed", 1)[0],
+                         "steps": steps, "tokens": 10 * steps, "train_time_s": steps / 10} for name in runs]}
+    cells = [{"system": f"{name} (mlm)", "task": "dna/t", "seed": seed, "metric": "mcc", "valid": {"mcc": value},
+              "test": {"mcc": value - 0.1}} for name, values in runs.items() for seed, value in enumerate(values)]
+    (path / "compare.json").write_text(json.dumps(compare))
+    (path / "benchmark-dna" / "results.json").write_text(json.dumps({"cells": cells}))
+    return path
+
+
+def test_rows_gather_their_seeds_across_folders_and_a_shared_run_counts_once(verdicts, tmp_path):
+    one = _folder(tmp_path / "a", 100, {"mlm-seed0": [0.5, 0.6], "mlm100-seed0": [0.3, 0.4]})
+    two = _folder(tmp_path / "b", 100, {"mlm-seed0": [0.5, 0.6], "mlm-seed1": [0.7, 0.8]})
+    scores, costs = verdicts.collect([one, two])
+    assert set(scores) == {("mlm", "100 steps"), ("mlm100", "100 steps")}
+    assert costs[("mlm", "100 steps")]["seeds"] == [0, 1]
+    per_pretraining, per_finetuning = verdicts.seed_means(scores[("mlm", "100 steps")], "valid", ["dna/t"])
+    assert per_pretraining == pytest.approx([0.55, 0.75]) and per_finetuning == pytest.approx([0.6, 0.7])
