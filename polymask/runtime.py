@@ -120,6 +120,12 @@ def inner_progress_bar(**kwargs: Any) -> tqdm:
     return progress_bar(disable=not _INNER_PROGRESS.get(), leave=False, **kwargs)
 
 
+def where_run(device: torch.device) -> dict[str, Any]:
+    """Where a result was computed: the device's name (``machine``) and the torch threads, for each result's record
+    (a CPU cell and a GPU cell of one recipe can differ by more than seed noise)."""
+    return {"device": machine(device)["device"], "threads": torch.get_num_threads()}
+
+
 def machine(device: torch.device | None = None) -> dict[str, Any]:
     """The device (GPU name, else the CPU model; or those of ``device``), torch threads, torch and Python versions,
     for result files."""

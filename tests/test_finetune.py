@@ -69,6 +69,16 @@ def test_benchmark_cli_writes_tables_and_resumes(tiny_checkpoint, tmp_path):
     used = {cell["precision"] for cell in report["cells"] if cell["system"] != "ECFP4 + random forest (500 trees)"}
     assert len(used) == 1 and used <= {"fp32", "bf16"}
     assert f"- precision used: {used.pop()} (4 cells)" in (out / "results.md").read_text()
+    # and where they ran (a CPU and a GPU cell of one recipe differ: issue 59), each row's device and threads
+    import torch
+
+    from polymask.runtime import machine
+
+    place = f"{machine()['device']}, {torch.get_num_threads()} thread{'' if torch.get_num_threads() == 1 else 's'}"
+    neural = [cell for cell in report["cells"] if cell["system"] != "ECFP4 + random forest (500 trees)"]
+    assert {(cell["device"], cell["threads"]) for cell in neural} == {(machine()["device"], torch.get_num_threads())}
+    assert f"- where the rows ran: tiny-smiles (mlm), no pretraining: {place} (2 cells)" in \
+        (out / "results.md").read_text()
     # the validation scores, on which settings are chosen, have a table of their own with the same rows
     valid = {(row["system"], row["task"]): row for row in report["valid_rows"]}
     assert set(valid) == {(row["system"], row["task"]) for row in report["rows"]}

@@ -76,6 +76,24 @@ def precisions(cells: list[dict[str, Any]]) -> str:
     return ", ".join(f"{name} ({count} cell{'' if count == 1 else 's'})" for name, count in sorted(counts.items()))
 
 
+def places(cells: list[dict[str, Any]]) -> str:
+    """Where each row's fine-tuned cells ran, e.g. "mlm-seed0 (mlm): CPU: AMD EPYC, 1 thread (39 cells)"; rows
+    that ran in one place are grouped, and cells written before polymask recorded it are counted as not recorded."""
+    by_row: dict[str, Counter[str]] = {}
+    for cell in cells:
+        if "best_epoch" not in cell or cell["system"].endswith(AVERAGED):  # no model of its own
+            continue
+        threads = cell.get("threads")
+        place = cell.get("device", "not recorded") + ("" if threads is None else
+                                                        f", {threads} thread{'' if threads == 1 else 's'}")
+        by_row.setdefault(cell["system"], Counter())[place] += 1
+    grouped: dict[str, list[str]] = {}
+    for row, counts in by_row.items():
+        where = "; ".join(f"{place} ({count} cell{'' if count == 1 else 's'})" for place, count in sorted(counts.items()))
+        grouped.setdefault(where, []).append(row)
+    return " | ".join(f"{', '.join(rows)}: {where}" for where, rows in grouped.items())
+
+
 def saved_models(cells: list[dict[str, Any]]) -> str:
     """How many fine-tuned models the cells saved and their total size, e.g. "12 fine-tuned models, 38.2 MB"."""
     saved = [cell["model_bytes"] for cell in cells if "model_dir" in cell]
@@ -287,7 +305,9 @@ def write_report(out: Path, title: str, rows: list[dict[str, Any]], results: dic
              f"{duration(cell_seconds(results['cells']))} summed over all cells.", ""]
     lines += _unfinished_note(results.get("unfinished", []), results.get("cells_total", 0))
     used = precisions(results["cells"])
+    ran = places(results["cells"])
     lines += [f"- {key}: {value}" for key, value in settings.items()] + ([f"- precision used: {used}"] if used else [])
+    lines += [f"- where the rows ran: {ran}"] if ran else []
     lines += [""]
     incomplete = incomplete_rows(results)
     if rows:

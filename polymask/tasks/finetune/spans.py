@@ -18,7 +18,7 @@ from polymask.data.batching import BatchSampler, collate
 from polymask.modalities.base import Modality
 from polymask.model.encoder import Encoder
 from polymask.model.heads import SpanPredictor
-from polymask.runtime import autocast, precision_used, resolve_device
+from polymask.runtime import autocast, precision_used, resolve_device, where_run
 from polymask.tasks.data.loading import cap_indices
 from polymask.tasks.data.squad import QAExample, SquadTask
 from polymask.tasks.finetune.loop import fit
@@ -118,7 +118,8 @@ def finetune_span(task: SquadTask, encoder: Encoder, tokenizer: Tokenizer, modal
         "truncated": train_f.questions_cut + valid_f.questions_cut + test_f.questions_cut,
         "skipped": len(task.skipped), "duplicates_removed": 0,
         "split": "standard" if task.standard else "dev split (not standard)",
-        "precision": precision_used(device, config.precision), "time_s": round(time.perf_counter() - started, 2),
+        "precision": precision_used(device, config.precision), **where_run(device),
+        "time_s": round(time.perf_counter() - started, 2),
     }
     if task.version_2:
         golds = task.golds(test)

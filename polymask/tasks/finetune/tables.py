@@ -26,7 +26,7 @@ from polymask.errors import ConfigError
 from polymask.modalities.base import Modality
 from polymask.model.encoder import Encoder
 from polymask.model.heads import SequencePredictor
-from polymask.runtime import autocast, precision_used, resolve_device
+from polymask.runtime import autocast, precision_used, resolve_device, where_run
 from polymask.tasks.data.loading import TaskData, TaskSplit, with_caps
 from polymask.tasks.data.task_kind import TaskKind
 from polymask.tasks.finetune.features import MoleculeFeatures, feature_rows, molecules
@@ -180,6 +180,6 @@ def finetune(task: TaskData, encoder: Encoder, tokenizer: Tokenizer, modality: M
         "n_train": len(train.sequences), "n_valid": len(valid.sequences), "n_test": len(test.sequences),
         "truncated": train.truncated + valid.truncated + test.truncated,
         "skipped": len(task.skipped), "duplicates_removed": task.duplicates_removed,
-        "split": spec.split.method, "precision": precision_used(device, config.precision),
+        "split": spec.split.method, "precision": precision_used(device, config.precision), **where_run(device),
         "time_s": round(time.perf_counter() - started, 2), **averaged_scores,
     }
