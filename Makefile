@@ -16,6 +16,8 @@ $(STAMP): pyproject.toml
 
 demo: $(STAMP)  ## pretrain a small SMILES encoder with MLM on the built-in corpus
 	$(BIN)/polymask train --modality smiles --objective mlm --out runs/demo --resume auto
+	@echo "Next: benchmark runs/demo against its untrained twin and ECFP4 + random forest on MoleculeNet BBBP (3 seeds):"
+	@echo "  $(BIN)/polymask benchmark moleculenet --checkpoint runs/demo --tasks bbbp --seeds 3"
 
 test: layers  ## the layer contract, then the whole test suite
 	$(BIN)/python -m pytest -q
