@@ -1,0 +1,50 @@
+#!/usr/bin/env bash
+# The objectives experiment of issue 55 (README.md beside this file). Run from the repository root, one job per
+# core; every job resumes or reuses what is finished, so rerun the same lines after an interruption:
+#   nohup docs/results/dna-gue/objectives-steps/run.sh steps-7358 > runs/steps-7358.log 2>&1 &
+#   nohup docs/results/dna-gue/objectives-steps/run.sh h1-seeds > runs/h1-seeds.log 2>&1 &
+# later: steps-3679 and steps-14716 (the H4 curve), two jobs on one folder share its runs and cells.
+set -euo pipefail
+cd "$(dirname "$0")/../../../.."
+D=docs/results/dna-gue/objectives-steps
+POLYMASK=${POLYMASK:-.venv/bin/polymask}
+H1=(mlm mlm100=mlm:mask_prob=1.0,random_prob=0.0 maelm maelm1010=maelm:mask_prob=0.8,random_prob=0.1)
+ALL=("${H1[@]}" exlm exlm1010=exlm:mask_prob=0.8,random_prob=0.1
+     maelm-ref2=maelm:decoder_layers=2,decoder_positions=absolute,decoder_input_norm=true
+     maelm-ref4=maelm:decoder_layers=4,decoder_positions=absolute,decoder_input_norm=true
+     exlm-ref=exlm:transition_grad=1,group_attention=per_state,next_group_bias=0)
+CURVE=(mlm maelm exlm)
+
+[ -f runs/gue-corpus/corpus.txt ] || $POLYMASK benchmark-corpus dna --tasks mouse_0 mouse_2 mouse_3 mouse_4 \
+    prom_300_tata prom_core_all prom_core_notata prom_core_tata tf_0 tf_1 tf_2 tf_3 tf_4 \
+    --data-dir "${POLYMASK_DATA_DIR:-/work/shared/data}" --out runs/gue-corpus
+
+# h1-seeds reads its seed-0 runs and their cells from steps-7358: links, so each is computed once
+for row in mlm:mlm mlm100:mlm maelm:maelm maelm1010:maelm; do
+  label=${row%%:*}; objective=${row##*:}
+  mkdir -p $D/steps-7358/pretrain/$label-seed0 $D/steps-7358/benchmark-dna/cells/$label-seed0-$objective \
+           $D/h1-seeds/pretrain $D/h1-seeds/benchmark-dna/cells
+  [ -e $D/h1-seeds/pretrain/$label-seed0 ] || ln -s ../../steps-7358/pretrain/$label-seed0 $D/h1-seeds/pretrain/
+  [ -e $D/h1-seeds/benchmark-dna/cells/$label-seed0-$objective ] || \
+    ln -s ../../../steps-7358/benchmark-dna/cells/$label-seed0-$objective $D/h1-seeds/benchmark-dna/cells/
+done
+
+compare() {  # compare FOLDER BUDGET "SEEDS" [--no-references] -- VARIANTS...
+  local out=$D/$1 budget=$2 seeds=$3; shift 3
+  local refs=(); if [ "$1" = "--no-references" ]; then refs=(--no-references); shift; fi
+  [ "$1" = "--" ] && shift
+  local tf=(); for t in tf_0 tf_1 tf_2 tf_3 tf_4; do tf+=(--finetune-set "task_settings.$t={epochs: 20, patience: 3}"); done
+  OMP_NUM_THREADS=1 $POLYMASK compare --modality dna --config dna-gue-mlm-3mer --objectives "$@" \
+    --budget $budget --seeds $seeds --tasks tf_0 tf_1 tf_2 tf_3 tf_4 prom_core_all prom_core_notata mouse_4 \
+    prom_300_tata prom_core_tata mouse_0 mouse_2 mouse_3 --max-train-examples 5000 --set train.keep_checkpoints=2 \
+    --set train.eval_every=500 --set train.save_every=500 --finetune-set save_model=false "${tf[@]}" "${refs[@]}" \
+    --data-dir "${POLYMASK_DATA_DIR:-/work/shared/data}" --out $out
+}
+
+case ${1:?which folder: steps-7358, h1-seeds, steps-3679 or steps-14716} in
+  steps-7358) compare steps-7358 7358-steps 0 -- "${ALL[@]}" ;;
+  h1-seeds) compare h1-seeds 7358-steps "0 1" --no-references -- "${H1[@]}" ;;
+  steps-3679) compare steps-3679 3679-steps 0 --no-references -- "${CURVE[@]}" ;;
+  steps-14716) compare steps-14716 14716-steps 0 --no-references -- "${CURVE[@]}" ;;
+  *) echo "unknown folder $1" >&2; exit 2 ;;
+esac
