@@ -117,7 +117,7 @@ def test_a_variant_s_options_go_over_the_base_recipe_s(tmp_path):
     assert exlm.model.rope_2d is False and exlm.objective.mask_ratio == 0.2
 
 
-def test_two_compares_on_one_folder_share_the_pretraining_runs(tmp_path):
+def test_two_compares_on_one_folder_share_the_pretraining_runs(tmp_path, capsys):
     """A run another invocation is pretraining is passed over first (``wait=False`` raises), then waited for."""
     from polymask.compare.pretrain import pretrain
     from polymask.compare.run import pretrain_all
@@ -134,6 +134,8 @@ def test_two_compares_on_one_folder_share_the_pretraining_runs(tmp_path):
     runs = pretrain_all(_base(), [(Variant("mlm", "mlm"), 0), (kept, 0)], budget, tmp_path)
     assert [run["variant"] for run in runs] == ["mlm", "kept"] and runs[1]["variant_options"] == kept.options
     assert (tmp_path / "pretrain" / "kept-seed0" / "summary.json").is_file()
+    said = capsys.readouterr().err
+    assert "polymask compare: pretraining" in said and "kept-seed0 (2 optimiser steps per run)" in said
 
 
 def test_a_saved_exlm_run_config_is_a_base_for_every_objective(tmp_path):

@@ -172,6 +172,7 @@ def _pretrain_held(base: dict[str, Any], variant: Variant, seed: int, budget: Bu
                 if budget.kind == "time" and plan.get("device", device) != device:
                     raise OutputError(f"{run_dir} started its time budget on {plan['device']}; finishing it on {device} "
                                       f"would spend the rest at another speed: resume it there, or remove {run_dir}")
+                _say(f"resuming {run_dir} ({budget.describe()})")
                 return _result(_train_to_end(lambda: train(resume=run_dir), run_dir), plan, run_dir, variant,
                                reused=False)
         elif held_run(run_dir):  # its benchmark cells would be reused for a model they were not computed on
@@ -191,8 +192,14 @@ def _pretrain_held(base: dict[str, Any], variant: Variant, seed: int, budget: Bu
         plan["max_steps"] = TIME_BUDGET_STEP_CEILING * plan["steps"]
         schedule.max_time, schedule.max_steps = budget.amount, plan["max_steps"]
     write_json(plan_file, plan)
+    _say(f"pretraining {run_dir} ({budget.describe()})")
     summary = _train_to_end(lambda: Trainer(config, existing="overwrite").fit(), run_dir)  # a start that saved nothing
     return _result(summary, plan, run_dir, variant, reused=False)
+
+
+def _say(line: str) -> None:
+    """One progress line on stderr (a compare's runs train without a progress bar)."""
+    print(f"polymask compare: {line}", file=sys.stderr, flush=True)
 
 
 def _train_to_end(fit: Callable[[], dict[str, Any]], run_dir: Path) -> dict[str, Any]:
