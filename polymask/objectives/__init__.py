@@ -18,5 +18,6 @@ def build_objective(config: ObjectiveConfig, encoder: Encoder, specials: Special
     return OBJECTIVES.get(config.name)(config, encoder, specials, mask_span, shape_multiple)
 
 
-__all__ = ["MASK_RATIO", "OBJECTIVES", "Corruption", "CorruptionConfig", "Objective", "ObjectiveConfig", "ObjectiveOutput", "build_objective",
+__all__ = ["MASK_RATIO", "OBJECTIVES", "Corruption", "CorruptionConfig", "Objective", "ObjectiveConfig",
+           "ObjectiveOutput", "build_objective",
            "register_objective", "token_loss"]
