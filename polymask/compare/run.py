@@ -179,6 +179,7 @@ def run_compare(modality: str, variants: list[Variant | str], budget: Budget, ou
     if data.val_fraction == 0 or data.max_val_records == 0:  # the analyses and the collapse alarm read it
         raise ConfigError("compare needs a validation split of the pretraining corpus: data.val_fraction and "
                           "data.max_val_records must be above 0")
+    data.corpus_paths()  # a missing corpus file is one line before any run starts
     started = time.perf_counter()
     make_dir(out)
     runs = pretrain_all(base, [(variant, seed) for variant in variants for seed in seeds], budget, out)
