@@ -4,6 +4,7 @@
 #   nohup docs/results/dna-gue/objectives-steps/run.sh steps-7358 > runs/steps-7358.log 2>&1 &
 #   nohup docs/results/dna-gue/objectives-steps/run.sh h1-seeds > runs/h1-seeds.log 2>&1 &
 # later: steps-3679 and steps-14716 (the H4 curve), two jobs on one folder share its runs and cells.
+# BENCHMARK_SEEDS=1 screens on one fine-tuning seed; a later run with 3 reuses the seed-0 cells.
 set -euo pipefail
 cd "$(dirname "$0")/../../../.."
 D=docs/results/dna-gue/objectives-steps
@@ -35,14 +36,15 @@ compare() {  # compare FOLDER BUDGET "SEEDS" [--no-references] -- VARIANTS...
   [ "$1" = "--" ] && shift
   local tf=(); for t in tf_0 tf_1 tf_2 tf_3 tf_4; do tf+=(--finetune-set "task_settings.$t={epochs: 20, patience: 3}"); done
   OMP_NUM_THREADS=1 $POLYMASK compare --modality dna --config dna-gue-mlm-3mer --objectives "$@" \
-    --budget $budget --seeds $seeds --tasks tf_0 tf_1 tf_2 tf_3 tf_4 prom_core_all prom_core_notata mouse_4 \
+    --budget $budget --seeds $seeds --benchmark-seeds "${BENCHMARK_SEEDS:-3}" --tasks tf_0 tf_1 tf_2 tf_3 tf_4 prom_core_all prom_core_notata mouse_4 \
     prom_300_tata prom_core_tata mouse_0 mouse_2 mouse_3 --max-train-examples 5000 --set train.keep_checkpoints=2 \
     --set train.eval_every=500 --set train.save_every=500 --finetune-set save_model=false "${tf[@]}" "${refs[@]}" \
     --data-dir "${POLYMASK_DATA_DIR:-/work/shared/data}" --out $out
 }
 
-case ${1:?which folder: steps-7358, h1-seeds, steps-3679 or steps-14716} in
+case ${1:?which folder: steps-7358, h1-first, h1-seeds, steps-3679 or steps-14716} in
   steps-7358) compare steps-7358 7358-steps 0 -- "${ALL[@]}" ;;
+  h1-first) compare steps-7358 7358-steps 0 -- "${H1[@]}" ;;  # H1's seed-0 rows and the references, before the rest
   h1-seeds) compare h1-seeds 7358-steps "0 1" --no-references -- "${H1[@]}" ;;
   steps-3679) compare steps-3679 3679-steps 0 --no-references -- "${CURVE[@]}" ;;
   steps-14716) compare steps-14716 14716-steps 0 --no-references -- "${CURVE[@]}" ;;
