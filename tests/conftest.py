@@ -2,6 +2,8 @@
 from __future__ import annotations
 
 import argparse
+import csv
+import gzip
 import os
 from pathlib import Path
 from typing import Any
@@ -123,6 +125,29 @@ def tiny_smiles_model(tmp_path_factory: pytest.TempPathFactory, tiny_smiles_run:
                  "--max-train-examples", "64", "--max-valid-examples", "32", "--max-test-examples", "32",
                  "--max-len", "64", "--out", str(out), "--quiet"]) == 0
     return out / json.loads((out / "results.json").read_text())["cells"][0]["model_dir"]
+
+
+#: ESOL's target column in the shipped MoleculeNet file.
+ESOL_TARGET = "measured log solubility in mols per litre"
+
+
+def moleculenet_rows(file: str, columns: list[str], count: int, skip: int = 0) -> list[list[str]]:
+    """``count`` rows (after the first ``skip``) of a shipped MoleculeNet file, with ``columns`` in that order: the
+    real molecules of a user's own table."""
+    from polymask.resources import builtin_dir
+
+    with gzip.open(builtin_dir("tasks") / "moleculenet" / "data" / f"{file}.csv.gz", "rt", newline="") as handle:
+        rows = list(csv.DictReader(handle))[skip:skip + count]
+    return [[row[name].strip() for name in columns] for row in rows]
+
+
+def write_csv(path: Path, header: list[str], rows: list[list[str]], delimiter: str = ",") -> Path:
+    """``rows`` under ``header`` as a CSV (or another ``delimiter``) file at ``path``."""
+    with open(path, "w", newline="") as handle:
+        writer = csv.writer(handle, delimiter=delimiter)
+        writer.writerow(header)
+        writer.writerows(rows)
+    return path
 
 
 def one_line_error(capsys: pytest.CaptureFixture, code: int, *names: str) -> str:

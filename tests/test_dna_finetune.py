@@ -129,7 +129,7 @@ def test_a_dna_table_declares_what_its_labels_are_invariant_to(tiny_checkpoint, 
     averaging vary strands and frames only where --invariant-to says the label allows it, and say so otherwise."""
     import gzip
 
-    from polymask.tasks.api import _nothing_to_vary
+    from polymask.tasks.benchmark.own_data import nothing_to_vary
     from polymask.tasks.data.own_table import own_task_spec
     from tests.conftest import one_line_error
 
@@ -144,15 +144,15 @@ def test_a_dna_table_declares_what_its_labels_are_invariant_to(tiny_checkpoint, 
     plain = own_task_spec(table, ["label"], k3)
     assert declared.invariant_to == ["reverse_complement", "shift"] and plain.invariant_to == []
     recipe = FinetuneConfig(augment=True, test_time_average=True)
-    assert _nothing_to_vary(recipe, k3, declared) == ""
+    assert nothing_to_vary(recipe, k3, declared) == ""
     assert "augment and test_time_average vary nothing: the table declares no invariance" in \
-        _nothing_to_vary(recipe, k3, plain)
+        nothing_to_vary(recipe, k3, plain)
     overlapping = Dna(DnaConfig(k=3, overlapping=True))  # no reading frame to shift: shift alone varies nothing
     shift_only = own_task_spec(table, ["label"], overlapping, invariant_to=["shift"])
     assert overlapping.varied(["reverse_complement", "shift"]) == ["reverse_complement"]
     assert overlapping.varied(["shift"]) == [] and k3.varied(["shift"]) == ["shift"]
     assert "vary nothing: no record of this model varies under shift" in \
-        _nothing_to_vary(recipe, overlapping, shift_only)
+        nothing_to_vary(recipe, overlapping, shift_only)
     code = main(["finetune", "--checkpoint", str(tiny_checkpoint), "--data", str(table), "--target", "label",
                  "--invariant-to", "strand", "--out", str(tmp_path / "out"), "--quiet"])
     one_line_error(capsys, code, "windows.csv", "invariant_to: 'strand' is not a transformation the dna modality knows")

@@ -3,45 +3,26 @@
 The tables hold real molecules: rows of the MoleculeNet files that ship in tasks/moleculenet/data/ (ESOL, BBBP,
 ClinTox), written out as a user would have them (CSV, TSV, JSON lines, parquet).
 """
-import csv
-import gzip
 import json
 from pathlib import Path
 
 import numpy as np
 import pandas as pd
 import pytest
-from conftest import one_line_error
+from conftest import ESOL_TARGET, moleculenet_rows, one_line_error, write_csv
 
 import polymask
 from polymask.cli import main
 from polymask.data.records import normalize_record
 from polymask.errors import ConfigError, DataError, InvalidRecord
 from polymask.modalities import MODALITIES
-from polymask.resources import builtin_dir
 from polymask.tasks.benchmark.own_data import own_data_task
 from polymask.tasks.data.loading import load_task
-from polymask.tasks.data.own_table import _reads_negative, describe_own_task, own_task_spec, target_kind
+from polymask.tasks.data.own_table import OwnTable, _reads_negative, describe_own_task, own_task_spec, target_kind
 from polymask.tasks.finetune.recipe import benchmark_recipe
 
-ESOL_TARGET = "measured log solubility in mols per litre"
 #: Tiny caps: one epoch of a 2x64 encoder on ~50 molecules runs in a second or two.
 QUICK = ["--epochs", "1", "--max-len", "64", "--batch-size", "16", "--quiet"]
-
-
-def moleculenet_rows(file: str, columns: list[str], count: int, skip: int = 0) -> list[list[str]]:
-    """``count`` rows (after the first ``skip``) of a shipped MoleculeNet file, with ``columns`` in that order."""
-    with gzip.open(builtin_dir("tasks") / "moleculenet" / "data" / f"{file}.csv.gz", "rt", newline="") as handle:
-        rows = list(csv.DictReader(handle))[skip:skip + count]
-    return [[row[name].strip() for name in columns] for row in rows]
-
-
-def write_csv(path: Path, header: list[str], rows: list[list[str]], delimiter: str = ",") -> Path:
-    with open(path, "w", newline="") as handle:
-        writer = csv.writer(handle, delimiter=delimiter)
-        writer.writerow(header)
-        writer.writerows(rows)
-    return path
 
 
 @pytest.fixture(scope="module")
@@ -256,18 +237,10 @@ def test_finetune_on_my_csv_then_predict(esol_csv, tiny_smiles_run, tmp_path):
 def test_a_table_of_molecules_gets_the_moleculenet_recipe_under_the_given_options(esol_csv, tiny_smiles_run):
     """The recipe chosen on MoleculeNet's validation splits, not the generic defaults, unless an option says so."""
     recipe = benchmark_recipe("moleculenet")
-    _, spec, config = own_data_task(esol_csv, ["logS"], tiny_smiles_run, {"epochs": 2})
+    modality, spec, config = own_data_task(OwnTable(esol_csv, ("logS",)), [tiny_smiles_run], {"epochs": 2})
     assert (config.lr, config.patience, config.epochs) == (recipe["lr"], recipe["patience"], 2)
-    assert MODALITIES.get("smiles").finetune_recipe == "moleculenet" and spec.kind == "regression"
+    assert modality.finetune_recipe == "moleculenet" and spec.kind == "regression"
     assert config.task_settings == {}  # the recipe's per-task settings name MoleculeNet's tasks, not this one
-
-
-@pytest.mark.integration
-def test_a_table_s_row_is_named_as_the_benchmark_names_the_checkpoint(esol_csv, tiny_smiles_run):
-    from polymask.tasks.benchmark.systems import checkpoint_system
-
-    system, _, config = own_data_task(esol_csv, ["logS"], tiny_smiles_run, {})
-    assert system.name == checkpoint_system(tiny_smiles_run, config).name
 
 
 @pytest.mark.integration

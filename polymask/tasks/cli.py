@@ -3,12 +3,15 @@ from __future__ import annotations
 
 import argparse
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from polymask.builtin_models import checkpoint_path
 from polymask.cli_options import add_model_options, add_plugin_option, given_fields
 from polymask.tasks.data.spec import OWN_DATA_SPLITS, TABLE_KINDS, benchmark_tasks
 from polymask.tasks.finetune.options import FinetuneConfig
+
+if TYPE_CHECKING:
+    from polymask.tasks.data.own_table import OwnTable
 
 # the FinetuneConfig fields with an option of their own (every other one through --set); where an option is left
 # out, a benchmark's recipe stands in before the field's default
@@ -43,12 +46,45 @@ def given_settings(args: argparse.Namespace) -> dict[str, Any]:
     return raw
 
 
+def add_table_options(parser: argparse.ArgumentParser, data_into: Any, alternatives: str) -> None:
+    """``--data FILE`` (added to ``data_into``: the parser or a group of it) and the options that say how the table
+    is read, as finetune and benchmark take them."""
+    data_into.add_argument("--data", type=Path, metavar="FILE",
+                           help=f"your own table: .csv, .tsv, .jsonl or .parquet (optionally .gz), an input column and "
+                                f"the --target columns (default: none; give {alternatives})")
+    parser.add_argument("--target", nargs="+", metavar="COLUMN", help="with --data: the column(s) to predict "
+                                                                       "(default: none; required with --data)")
+    parser.add_argument("--input-column", metavar="COLUMN",
+                        help="with --data: the column of inputs (default: the checkpoint modality's usual names, "
+                             "e.g. smiles, SMILES, sequence, text)")
+    parser.add_argument("--kind", choices=TABLE_KINDS,
+                        help="with --data: the task (default: inferred from the targets: 0/1 or two values in all: "
+                             "binary, one task per column, the class that reads as 'no' negative; more numbers: "
+                             "regression; more text classes: multiclass)")
+    parser.add_argument("--split", choices=OWN_DATA_SPLITS,
+                        help="with --data: 80/10/10 by scaffold (Bemis-Murcko, DeepChem's) or at random (default: "
+                             "scaffold for SMILES, random otherwise)")
+    parser.add_argument("--split-column", metavar="COLUMN",
+                        help="with --data: the column that names each row's split, train, valid or test (also "
+                             "training, validation, val, dev; default: none, --split splits)")
+    parser.add_argument("--invariant-to", nargs="+", metavar="TRANSFORMATION",
+                        help="with --data: what the labels do not change under, which augmentation and test-time "
+                             "averaging may vary (DNA: reverse_complement, shift; default: none, a label with a "
+                             "strand and a position)")
+
+
+def table_of(args: argparse.Namespace) -> "OwnTable | None":
+    """The user's table the command line gives (``--data`` and its options), or None."""
+    from polymask.tasks.api import TABLE_OPTIONS, own_table
+
+    return own_table(args.data, {name: getattr(args, name) for name in TABLE_OPTIONS})
+
+
 def cmd_finetune(args: argparse.Namespace) -> int:
     from polymask.tasks.api import run_finetune
 
-    report, _ = run_finetune(args.checkpoint, args.task, args.data, args.target or [], given_settings(args), args.seeds,
-                             args.out, args.data_dir, not args.quiet, args.input_column, args.kind, args.split,
-                             args.invariant_to or ())
+    report, _ = run_finetune(args.checkpoint, args.task, table_of(args), given_settings(args), args.seeds, args.out,
+                             args.data_dir, not args.quiet)
     print(report.read_text())
     return 0
 
@@ -57,7 +93,8 @@ def cmd_benchmark(args: argparse.Namespace) -> int:
     from polymask.tasks.api import run_benchmark_verb
 
     folder = run_benchmark_verb(args.benchmark, args.checkpoint, args.tasks, args.seeds, not args.no_references,
-                                args.out, args.data_dir, not args.quiet, given_settings(args), args.finished_only)
+                                args.out, args.data_dir, not args.quiet, given_settings(args), args.finished_only,
+                                table_of(args))
     print((folder / "results.md").read_text())
     return 0
 
@@ -90,25 +127,7 @@ def add_commands(sub: argparse._SubParsersAction) -> None:
     source = finetune.add_mutually_exclusive_group(required=True)
     source.add_argument("--task", help="task key, e.g. moleculenet/bbbp (see tasks/), or a task YAML file "
                                        "(default: none; give --task or --data)")
-    source.add_argument("--data", type=Path, metavar="FILE",
-                        help="your own table: .csv, .tsv, .jsonl or .parquet (optionally .gz), an input column and "
-                             "the --target columns; split 80/10/10 (default: none; give --task or --data)")
-    finetune.add_argument("--target", nargs="+", metavar="COLUMN", help="with --data: the column(s) to predict "
-                                                                         "(default: none; required with --data)")
-    finetune.add_argument("--input-column", metavar="COLUMN",
-                          help="with --data: the column of inputs (default: the checkpoint modality's usual names, "
-                               "e.g. smiles, SMILES, sequence, text)")
-    finetune.add_argument("--kind", choices=TABLE_KINDS,
-                          help="with --data: the task (default: inferred from the targets: 0/1 or two values in all: "
-                               "binary, one task per column, the class that reads as 'no' negative; more numbers: "
-                               "regression; more text classes: multiclass)")
-    finetune.add_argument("--split", choices=OWN_DATA_SPLITS,
-                          help="with --data: scaffold (Bemis-Murcko, DeepChem's) or random (default: scaffold for "
-                               "SMILES, random otherwise)")
-    finetune.add_argument("--invariant-to", nargs="+", metavar="TRANSFORMATION",
-                          help="with --data: what the labels do not change under, which augmentation and test-time "
-                               "averaging may vary (DNA: reverse_complement, shift; default: none, a label with a "
-                               "strand and a position)")
+    add_table_options(finetune, source, "--task or --data")
     finetune.add_argument("--checkpoint", type=checkpoint_path, required=True,
                           help="run or checkpoint folder, a built-in model's name (polymask models), or a local "
                                "Hugging Face model folder (docs/export.md)")
@@ -118,20 +137,27 @@ def add_commands(sub: argparse._SubParsersAction) -> None:
     finetune.set_defaults(handler=cmd_finetune)
 
     benchmark = sub.add_parser("benchmark", help="fine-tune checkpoints on a benchmark's tasks, with references")
-    benchmark.add_argument("benchmark", help="benchmark name: a folder of tasks/ (moleculenet, ...)")
+    benchmark.add_argument("benchmark", nargs="?",
+                           help="benchmark name: a folder of tasks/ (moleculenet, ...); leave it out for --data, or "
+                                "for --tasks of YAML files or built-in keys")
     benchmark.add_argument("--checkpoint", type=checkpoint_path, action="append", required=True,
                            help="run or checkpoint folder, a built-in model's name, or a local Hugging Face model "
                                 "folder (repeat; docs/export.md)")
-    benchmark.add_argument("--tasks", nargs="+", help="task names, or 'all' (default: the benchmark's default set)")
+    benchmark.add_argument("--tasks", nargs="+",
+                           help="task names of the benchmark, or 'all'; task YAML files or folders of them; without a "
+                                "benchmark name, built-in keys such as glue/rte (default: the benchmark's default set)")
+    add_table_options(benchmark, benchmark, "a benchmark name, --tasks or --data")
     benchmark.add_argument("--seeds", type=int, default=3, help="number of fine-tuning seeds (0..N-1)")
     benchmark.add_argument("--no-references", action="store_true",
                            help="skip the untrained row (the first polymask checkpoint's architecture, else the first "
-                                "Hugging Face folder's, randomly initialised) and the reference rows")
+                                "Hugging Face folder's, randomly initialised) and the reference rows (the benchmark's; "
+                                "for --data or tasks of no benchmark: their modality's classical baseline and the "
+                                "majority class / mean)")
     benchmark.add_argument("--finished-only", action="store_true",
                            help="run no cell: write the report from the cells already finished in --out and list the "
                                 "rest (where a benchmark that spans sessions, or runs in another process, stands); "
                                 "the tasks' data is read, to check each cell was run the same way")
-    add_finetune_options(benchmark, "runs/benchmark-<benchmark>")
+    add_finetune_options(benchmark, "runs/benchmark-<benchmark>, with --data runs/benchmark-own-data-<file>-<target>")
     add_plugin_option(benchmark, "custom modalities and task kinds")
     benchmark.set_defaults(handler=cmd_benchmark)
 

@@ -1,7 +1,8 @@
-"""Fine-tuning on a user's own table (``polymask finetune --data FILE --target COLUMN``, ``polymask.finetune(data=...)``).
+"""A user's own table as a task (``finetune --data FILE --target COLUMN``, ``benchmark --data ...``, and
+``polymask.finetune``/``polymask.benchmark`` with ``data=``).
 
 The table becomes an in-memory task spec (``tasks.data.own_table``) read with the checkpoint's modality, and runs
-through the same cells as a built-in task, so the result is a benchmark cell's saved model.
+through the same cells as a built-in task, so the result is a benchmark cell's saved model and its table a benchmark's.
 """
 from __future__ import annotations
 
@@ -11,30 +12,52 @@ from typing import Any, Sequence
 from polymask.checkpoints.pretrained import read_checkpoint
 from polymask.errors import ConfigError
 from polymask.modalities import build_modality
+from polymask.modalities.base import Modality
 from polymask.tasks.benchmark.runner import slug
-from polymask.tasks.benchmark.systems import System, checkpoint_system
-from polymask.tasks.data.own_table import own_task_spec
-from polymask.tasks.data.spec import OwnDataSplit, TableKind, TaskSpec
+from polymask.tasks.data.own_table import OwnTable, describe_own_task
+from polymask.tasks.data.spec import TaskSpec
 from polymask.tasks.finetune.hf_folder import is_hf_folder
 from polymask.tasks.finetune.options import FinetuneConfig
 from polymask.tasks.finetune.recipe import own_table_settings
 
 
-def own_data_task(data: Path, targets: Sequence[str], checkpoint: Path, given: dict[str, Any],
-                  input_column: str | None = None, kind: TableKind | None = None,
-                  split: OwnDataSplit | None = None,
-                  invariant_to: Sequence[str] = ()) -> tuple[System, TaskSpec, FinetuneConfig]:
-    """The checkpoint's row, the spec of the task in ``data`` read with the checkpoint's modality, and the
-    fine-tuning settings: ``given`` over the recipe of the modality's benchmark (``Modality.finetune_recipe``)."""
-    if is_hf_folder(checkpoint):
-        raise ConfigError(f"{checkpoint}: --data needs a polymask checkpoint, whose modality reads the table; a "
-                          f"Hugging Face folder is fine-tuned on built-in tasks (--task)")
-    loaded = read_checkpoint(checkpoint)
-    modality = build_modality(loaded.run_config.modality)
-    config = own_table_settings(modality.finetune_recipe, given)
-    system = checkpoint_system(checkpoint, config, loaded)
-    return system, own_task_spec(data, targets, system.modality, input_column, kind, split,
-                                 invariant_to), config
+def table_modality(checkpoints: Sequence[Path]) -> Modality:
+    """The modality a user's table is read with: the first polymask checkpoint's (a Hugging Face folder beside it
+    reads the same records)."""
+    first = next((path for path in checkpoints if not is_hf_folder(path)), None)
+    if first is None:
+        raise ConfigError(f"{checkpoints[0]}: --data needs a polymask checkpoint, whose modality reads the table; a "
+                          f"Hugging Face folder is fine-tuned on built-in tasks (--task), or benchmarked beside a "
+                          f"polymask checkpoint")
+    return build_modality(read_checkpoint(first).run_config.modality)
+
+
+def own_data_task(table: OwnTable, checkpoints: Sequence[Path],
+                  given: dict[str, Any]) -> tuple[Modality, TaskSpec, FinetuneConfig]:
+    """The modality that reads ``table`` (``table_modality``), the spec of its task, and the fine-tuning settings:
+    ``given`` over the recipe of the modality's benchmark (``Modality.finetune_recipe``)."""
+    modality = table_modality(checkpoints)
+    return modality, table.spec(modality), own_table_settings(modality.finetune_recipe, given)
+
+
+def nothing_to_vary(config: FinetuneConfig, modality: Modality, spec: TaskSpec) -> str:
+    """A note for a table whose settings augment or average over variants its labels declare none of."""
+    asked = [name for name in ("augment", "test_time_average") if getattr(config, name)]
+    declared = modality.invariances(spec.invariant_to)
+    if not asked or modality.varied(declared):
+        return ""
+    why = (f"no record of this model varies under {', '.join(declared)}" if declared else
+           "the table declares no invariance of its labels (--invariant-to, e.g. reverse_complement shift for "
+           "strand-free DNA windows)")
+    return f"; {' and '.join(asked)} vary nothing: {why}"
+
+
+def own_table_note(spec: TaskSpec, modality: Modality, config: FinetuneConfig) -> str:
+    """How a user's table was read and fine-tuned, in one line for the terminal and the report's settings."""
+    recipe = modality.finetune_recipe
+    return describe_own_task(spec) + (
+        f"; fine-tuned with the {recipe} recipe (tasks/{recipe}/recipe.yaml) where no option says otherwise"
+        if recipe else "") + nothing_to_vary(config, modality, spec)
 
 
 def default_out(spec: TaskSpec) -> Path:

@@ -73,10 +73,17 @@ def finetune_identity(weights: dict[str, Any], config: FinetuneConfig) -> Callab
 
 @dataclass
 class Reference:
-    """A benchmark-specific baseline: ``run(task, seed)`` trains and scores it."""
+    """A benchmark-specific baseline: ``run(task, seed)`` trains and scores it; ``fits(spec)``: whether it can."""
 
     name: str
     run: Callable[[Any, int], dict[str, Any]]
+    fits: Callable[[TaskSpec], bool] = lambda spec: True
+
+
+def one_label_of(kinds: Sequence[str]) -> Callable[[TaskSpec], bool]:
+    """A reference's ``fits`` for tasks of one label column and of ``kinds`` (a spec's ``rest`` of the columns is
+    known when its file is read: it is let through)."""
+    return lambda spec: spec.kind in kinds and (spec.label_columns == "rest" or len(spec.label_columns) == 1)
 
 
 REFERENCES: Registry[list[Reference]] = Registry("benchmark references")
@@ -264,12 +271,15 @@ def _import_family(benchmark: str) -> None:
         importlib.import_module(module)
 
 
-def reference_systems(benchmark: str, modality: Modality, config: FinetuneConfig) -> list[System]:
-    """The registered reference baselines of a benchmark (none if it registers none), trained and scored on the
-    same capped subsets as the fine-tuned rows under ``config``."""
-    _import_family(benchmark)
-    if benchmark not in REFERENCES:
-        return []
+def reference_systems(benchmark: str | None, modality: Modality, config: FinetuneConfig,
+                      also: Sequence[Reference] = (), tasks: Sequence[TaskSpec] | None = None) -> list[System]:
+    """The registered reference baselines of a benchmark (none if it registers none, or for no benchmark), then
+    those of ``also`` it lacks, trained and scored on the same capped subsets as the fine-tuned rows under
+    ``config``; with ``tasks``, only those that fit every one of them."""
+    if benchmark is not None:
+        _import_family(benchmark)
+    references = list(REFERENCES.get(benchmark)) if benchmark in REFERENCES else []
+    references += [ref for ref in also if ref.name not in {known.name for known in references}]
     return [System(ref.name, ref.name, modality, _capped(ref.run, config),
                    identity=lambda task_name: _caps_identity(config))
-            for ref in REFERENCES.get(benchmark)]
+            for ref in references if all(ref.fits(spec) for spec in tasks or [])]

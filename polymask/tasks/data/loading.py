@@ -37,6 +37,8 @@ TABLE_FILE_TYPES = (".csv", ".tsv", ".txt", ".jsonl", ".parquet")
 
 #: A task table: a file (delimited text, JSON lines or parquet) or an in-memory ``datasets.Dataset``.
 TableSource = Union[Path, Any]
+#: The word a split column says for each part of a task.
+SPLIT_WORD = {"training": "train", "validation": "valid", "test": "test"}
 #: Label fields that mean "no value" (lower-cased).
 MISSING_LABELS = frozenset({"", "na", "n/a", "nan", "null", "none"})
 #: (line, fields) of a table row; an ``InvalidRecord`` in place of the fields when the line is no row (bad JSON).
@@ -193,18 +195,21 @@ def require_columns(source: TableSource, header: Sequence[str], names: Sequence[
         raise DataError(f"{source}: column '{asked_twice}' is asked for twice")
 
 
-def read_table(source: TableSource, spec: TaskSpec, modality: Modality,
-               skipped: list[dict]) -> tuple[list[str], TaskSplit]:
-    """All valid examples of one task file (delimited text, JSON lines or parquet) or ``datasets.Dataset``."""
+def read_table(source: TableSource, spec: TaskSpec, modality: Modality, skipped: list[dict],
+               parts: list[int] | None = None) -> tuple[list[str], TaskSplit]:
+    """All valid examples of one task file (delimited text, JSON lines or parquet) or ``datasets.Dataset``; with
+    ``parts``, each kept example's split (``splits.split_part``) from the spec's split column is appended to it."""
     where = str(source) if isinstance(source, Path) else "datasets.Dataset"
     header, rows = table_file_rows(source, spec.delimiter, spec.quoting, spec.column_names)
+    split_columns = [spec.split.column] if parts is not None and spec.split.column else []
     if spec.label_columns == "rest":
-        label_names = [c for c in header if c not in spec.input_columns and c not in spec.ignore_columns]
+        label_names = [c for c in header if c not in [*spec.input_columns, *spec.ignore_columns, spec.split.column]]
     else:
         label_names = list(spec.label_columns)
-    require_columns(source, header, [*spec.input_columns, *label_names])
+    require_columns(source, header, [*spec.input_columns, *label_names, *split_columns])
     input_at = [header.index(c) for c in spec.input_columns]
     label_at = [header.index(c) for c in label_names]
+    split_at = [header.index(c) for c in split_columns]
     inputs, labels = [], []
     kind = spec.task_kind
     for line, row in rows:
@@ -217,8 +222,11 @@ def read_table(source: TableSource, spec: TaskSpec, modality: Modality,
             if all(np.isnan(values)):
                 raise InvalidRecord("no label")
             kind.check_labels(values)
+            part = [splits.split_part(row[i]) for i in split_at]
             inputs.append(tuple(normalize_record(modality, row[i]) for i in input_at))
             labels.append(values)
+            if parts is not None:
+                parts += part
         except InvalidRecord as exc:
             skipped.append({"source": where, "line": line, "reason": exc.reason})
     if not inputs:
@@ -305,8 +313,10 @@ def _check_split(spec: TaskSpec, where: str, label_names: list[str], part: str, 
     problem = "is empty" if not len(split) else _one_class(label_names, split.labels) if scored else None
     if problem:
         own = spec.benchmark == OWN_DATA
-        fix = ("add rows" + (" or try --split random" if spec.split.method == "scaffold" else "")) if own else \
-            "check the task's files"
+        fix = (f"mark rows '{SPLIT_WORD[part]}' in column '{spec.split.column}'"
+               if spec.split.column else
+               ("add rows" + (" or try --split random" if spec.split.method == "scaffold" else "")) if own else
+               "check the task's files")
         undefined = f", so {spec.metric} is undefined there" if problem != "is empty" else ""
         raise DataError(f"{where}: its {spec.split.method} {part} split ({len(split)} of {total} usable rows) "
                         f"{problem}{undefined}: {fix}")
@@ -324,7 +334,9 @@ def load_task(spec: TaskSpec, modality: Modality, data_dir: Path | None = None,
     names = {**spec.files, **spec.extra_test_files}
     sources = {**{part: find_task_file(name, spec.benchmark, data_dir) for part, name in names.items()
                   if part not in given}, **given}
-    read = {part: read_table(source, spec, modality, skipped) for part, source in sources.items()}
+    parts: list[int] = []  # with a split column: each example's split
+    read = {part: read_table(source, spec, modality, skipped, parts if part == "all" else None)
+            for part, source in sources.items()}
     label_names = read["all" if "all" in read else "train"][0]
     removed, protocol = 0, spec.split.method
     if spec.split.method == "predefined":
@@ -342,10 +354,13 @@ def load_task(spec: TaskSpec, modality: Modality, data_dir: Path | None = None,
         examples = read["all"][1]
         if spec.deduplicate:
             examples, removed = deduplicate(examples)
-        splitter = splits.SPLITTERS[spec.split.method]
-        parts = splitter([inputs[0] for inputs in examples.inputs], examples.labels, spec.split.fractions,
-                         spec.split.seed)
-        train, valid, test = (_subset(examples, part) for part in parts)
+        if spec.split.method == "column":
+            indices = splits.column_split(parts)
+            protocol = f"column '{spec.split.column}'"
+        else:
+            indices = splits.SPLITTERS[spec.split.method]([inputs[0] for inputs in examples.inputs], examples.labels,
+                                                          spec.split.fractions, spec.split.seed)
+        train, valid, test = (_subset(examples, part) for part in indices)
     where = f"{sources['all']}: {spec.key}" if "all" in sources else spec.key
     for part, split in (("training", train), ("validation", valid), ("test", test)):
         _check_split(spec, where, label_names, part, split, len(train) + len(valid) + len(test))

@@ -3,6 +3,7 @@ kind of task read off the target values, the metric and the split, as a task YAM
 from __future__ import annotations
 
 import re
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Iterable, Mapping, Sequence
 
@@ -135,15 +136,32 @@ def _target_values(header: list[str], rows: Iterable[Row], targets: Sequence[str
     return values
 
 
+def _split(modality: Modality, split: OwnDataSplit | None, split_column: str | None) -> tuple[SplitSpec, str]:
+    """How a table is split, and what its test split is (the report's "evaluated on"): by ``split_column``, else
+    80/10/10 by ``split`` (default: the modality's, scaffold for molecules)."""
+    if split_column is not None:
+        if split is not None:
+            raise ConfigError(f"--split {split} and --split-column {split_column}: give one (the column names each "
+                              f"row's split)")
+        return SplitSpec(method="column", column=split_column), f"the rows whose '{split_column}' says test"
+    method = split or modality.default_split
+    if method not in OWN_DATA_SPLITS:
+        raise ConfigError(f"unknown split '{method}'; choose from: {', '.join(OWN_DATA_SPLITS)}")
+    if method == "scaffold" and modality.default_split != "scaffold":
+        raise ConfigError(f"--split scaffold groups molecules by scaffold; {modality.name} records have none "
+                          f"(use --split random)")
+    return SplitSpec(method=method), f"{method} test split (10%)"
+
+
 def own_task_spec(path: Path, targets: Sequence[str], modality: Modality, input_column: str | None = None,
                   kind: TableKind | None = None, split: OwnDataSplit | None = None,
-                  invariant_to: Sequence[str] = ()) -> TaskSpec:
+                  invariant_to: Sequence[str] = (), split_column: str | None = None) -> TaskSpec:
     """The spec of the task in ``path`` (.csv, .tsv, .jsonl or .parquet, optionally .gz): ``modality``'s records in
     ``input_column`` (default: the first of its usual column names present) and ``targets`` to predict, of ``kind``
-    (default: inferred from the values, see ``target_kind``), split 80/10/10 by ``split`` (default: the modality's,
-    scaffold for molecules), its labels invariant to ``invariant_to`` (what augmentation and test-time averaging
-    may vary: DNA's ``reverse_complement``, ``shift``). A problem with the file or the options is one
-    ``DataError``/``ConfigError`` line."""
+    (default: inferred from the values, see ``target_kind``), split by the train/valid/test words of
+    ``split_column``, else 80/10/10 by ``split`` (default: the modality's, scaffold for molecules), its labels
+    invariant to ``invariant_to`` (what augmentation and test-time averaging may vary: DNA's ``reverse_complement``,
+    ``shift``). A problem with the file or the options is one ``DataError``/``ConfigError`` line."""
     path = Path(path)
     check_readable(path)
     delimiter = "\t" if file_kind(path) == ".tsv" else ","
@@ -151,26 +169,22 @@ def own_task_spec(path: Path, targets: Sequence[str], modality: Modality, input_
     column = pick_column(header, input_column, modality.default_columns, str(path), option="--input-column")
     if column in targets:
         raise ConfigError(f"{path}: column '{column}' is the input; the targets must be other columns")
-    require_columns(path, header, [column, *targets])
+    if split_column is not None and split_column in [column, *targets]:
+        raise ConfigError(f"{path}: column '{split_column}' is the input or a target; --split-column names another")
+    require_columns(path, header, [column, *targets, *([split_column] if split_column else [])])
     try:
         kind, classes = target_kind(_target_values(header, rows, targets), kind)
     except ConfigError as exc:
         raise ConfigError(f"{path}: {exc}") from None
-    method = split or modality.default_split
-    if method not in OWN_DATA_SPLITS:
-        raise ConfigError(f"unknown split '{method}'; choose from: {', '.join(OWN_DATA_SPLITS)}")
-    if method == "scaffold" and modality.default_split != "scaffold":
-        raise ConfigError(f"--split scaffold groups molecules by scaffold; {modality.name} records have none "
-                          f"(use --split random)")
+    split_spec, evaluated_on = _split(modality, split, split_column)
     name = "-".join([Path(path.name.removesuffix(".gz")).stem, *targets])  # another target: another task and cell
     metric, extra_metrics = TASK_KINDS.get(kind).metrics  # the kind's headline metric and the further ones
     try:
         return TaskSpec(name=name, benchmark=OWN_DATA, modality=modality.name,
                         kind=kind, files={"all": str(path.resolve())}, delimiter=delimiter, input_columns=[column],
                         label_columns=list(targets), label_values=classes, metric=metric,
-                        extra_metrics=list(extra_metrics),
-                        split=SplitSpec(method=method), evaluated_on=f"{method} test split (10%)", source=str(path),
-                        in_default_benchmark=False, invariant_to=list(invariant_to))
+                        extra_metrics=list(extra_metrics), split=split_spec, evaluated_on=evaluated_on,
+                        source=str(path), in_default_benchmark=False, invariant_to=list(invariant_to))
     except ValidationError as exc:  # what the options say (an invariance the modality does not know)
         raise ConfigError(f"{path}: " + "; ".join(spec_errors(exc))) from None
 
@@ -187,5 +201,25 @@ def describe_own_task(spec: TaskSpec) -> str:
         read = f"multiclass ({len(spec.label_values or [])} classes: {_shown(spec.label_values or [])})"
     else:
         read = spec.kind
-    return (f"{spec.source}: {targets} read as {read}, scored by {spec.metric}; {spec.split.method} split 80/10/10 "
-            f"(--kind and --split choose otherwise)")
+    split = (f"split by column '{spec.split.column}' (--kind chooses otherwise)" if spec.split.column else
+             f"{spec.split.method} split 80/10/10 (--kind and --split choose otherwise)")
+    return f"{spec.source}: {targets} read as {read}, scored by {spec.metric}; {split}"
+
+
+@dataclass(frozen=True)
+class OwnTable:
+    """A user's own table and how to read it: ``--data FILE --target COLUMN ...`` of ``finetune`` and ``benchmark``
+    (the fields as ``own_task_spec`` takes them)."""
+
+    path: Path
+    targets: tuple[str, ...]
+    input_column: str | None = None
+    kind: TableKind | None = None
+    split: OwnDataSplit | None = None
+    split_column: str | None = None
+    invariant_to: tuple[str, ...] = ()
+
+    def spec(self, modality: Modality) -> TaskSpec:
+        """The table's task spec, its records read by ``modality``."""
+        return own_task_spec(self.path, self.targets, modality, self.input_column, self.kind, self.split,
+                             self.invariant_to, self.split_column)

@@ -35,9 +35,12 @@ OWN_DATA_SPLITS: tuple[str, ...] = get_args(OwnDataSplit)
 class SplitSpec(StrictModel):
     """How examples are divided into train / valid / test."""
 
-    method: Literal["scaffold", "random_scaffold", "random", "stratified", "predefined"] = Field(
+    method: Literal["scaffold", "random_scaffold", "random", "stratified", "predefined", "column"] = Field(
         description="scaffold (DeepChem Bemis-Murcko, deterministic), random_scaffold (scaffold groups in random "
-                    "order), random, stratified (by label), predefined (one file per split)")
+                    "order), random, stratified (by label), predefined (one file per split), column (each row's "
+                    "split named in the column `column`)")
+    column: str | None = Field(None, description="with method column: the column that names each row's split "
+                                                 "(train, valid or test; also training, validation, val, dev, testing)")
     fractions: tuple[float, float, float] = Field((0.8, 0.1, 0.1), description="train/valid/test fractions")
     seed: int = Field(0, description="seed of random splits (fixed: the same split for every checkpoint)")
     valid_from_train: float | None = Field(
@@ -102,6 +105,15 @@ class TaskSpec(StrictModel):
     def _check(self) -> "TaskSpec":
         if self.split.method == "predefined" and not {"train", "test"} <= set(self.files):
             raise ValueError("a predefined split needs files for train and test (valid optional)")
+        if (self.split.method == "column") != (self.split.column is not None):
+            raise ValueError("split method column and split.column go together: name the column that says each "
+                             "row's split")
+        if self.split.method == "column" and self.deduplicate:
+            raise ValueError("deduplicate chooses which copy to keep before a split is computed; with split method "
+                             "column, remove the duplicates from the file")
+        if self.split.column is not None and self.split.column in [*self.input_columns, *self.label_columns]:
+            raise ValueError(f"split.column '{self.split.column}' is an input or label column; the split needs a "
+                             f"column of its own")
         if self.split.method != "predefined" and set(self.files) != {"all"}:
             raise ValueError(f"split '{self.split.method}' needs exactly one file, given as files: {{all: FILE}}")
         if set(self.extra_test_files) & {"train", "valid", "test", "all"}:
@@ -169,6 +181,22 @@ def task_names(benchmark: str | None = None, default_only: bool = False) -> list
     return [key for key in keys if not default_only or load_task_spec(key).in_default_benchmark]
 
 
+def task_files(name: str) -> list[str] | None:
+    """The task YAML files ``name`` points to: itself (a .yaml or .yml path), or those in a folder (a recipe.yaml
+    aside); None when it names neither. A missing file, or a folder without one, is a ``ConfigError``."""
+    path = Path(name)
+    if path.is_dir():
+        files = sorted(str(p) for p in path.iterdir() if p.suffix in (".yaml", ".yml") and p.name != RECIPE_FILE)
+        if not files:
+            raise ConfigError(f"{path}: a folder without task YAML files")
+        return files
+    if path.suffix not in (".yaml", ".yml"):
+        return None
+    if not path.is_file():
+        raise ConfigError(f"task file {path} not found")
+    return [name]
+
+
 def benchmark_tasks(benchmark: str, names: list[str] | None) -> list[str]:
     """Task keys of ``benchmark``: ``names`` (with or without the benchmark prefix) or its default set."""
     available = task_names(benchmark)
@@ -185,4 +213,28 @@ def benchmark_tasks(benchmark: str, names: list[str] | None) -> list[str]:
     if unknown:
         hints = "".join(did_you_mean(t, available) for t in unknown)
         raise ConfigError(f"unknown tasks {unknown};{hints} {benchmark} has: {', '.join(available)}")
+    return tasks
+
+
+def chosen_tasks(benchmark: str | None, names: list[str] | None) -> list[str]:
+    """The tasks ``polymask benchmark`` runs, as keys and YAML paths: those of ``benchmark`` (``benchmark_tasks``),
+    among which task YAML files and folders of them may stand; without a benchmark, built-in keys (``glue/rte``)
+    and task YAML files."""
+    if not names:
+        if benchmark is None:
+            raise ConfigError("name a benchmark (moleculenet, glue, dna, ...), or give --tasks (task YAML files, "
+                              "folders of them, built-in keys such as glue/rte) or --data FILE --target COLUMN")
+        return benchmark_tasks(benchmark, None)
+    known = task_names(benchmark)
+    tasks: list[str] = []
+    for name in names:
+        key = f"{benchmark}/{name}" if benchmark is not None and "/" not in name else name
+        files = None if key in known else task_files(name)
+        if files is not None:
+            tasks += files
+        elif benchmark is not None:
+            tasks += benchmark_tasks(benchmark, [name])
+        else:
+            task_spec_path(name)  # an unknown key is one line naming the built-in tasks
+            tasks.append(name)
     return tasks

@@ -1,4 +1,4 @@
-"""Train/valid/test splits: DeepChem's scaffold and random splitters, stratified splits, predefined files."""
+"""Train/valid/test splits: DeepChem's scaffold and random splitters, stratified, by a column, predefined files."""
 from __future__ import annotations
 
 import contextlib
@@ -7,6 +7,8 @@ import logging
 from typing import Any, Callable, Sequence
 
 import numpy as np
+
+from polymask.errors import InvalidRecord
 
 Indices = tuple[np.ndarray, np.ndarray, np.ndarray]
 
@@ -91,3 +93,21 @@ SPLITTERS: dict[str, Callable[[Sequence[str], np.ndarray, Sequence[float], int],
     "random": random_split,
     "stratified": stratified_split,
 }
+
+
+#: What a split column may say (lower-cased) -> the part: 0 train, 1 valid, 2 test.
+SPLIT_WORDS = {"train": 0, "training": 0, "valid": 1, "validation": 1, "val": 1, "dev": 1, "test": 2, "testing": 2}
+
+
+def split_part(value: str) -> int:
+    """The part a split column's field names (``SPLIT_WORDS``, any case); ``InvalidRecord`` for another word."""
+    part = SPLIT_WORDS.get(value.strip().lower())
+    if part is None:
+        raise InvalidRecord(f"split {value.strip()!r} is not train, valid or test")
+    return part
+
+
+def column_split(parts: Sequence[int]) -> Indices:
+    """Train / valid / test indices of examples whose parts (``split_part``) a column gave."""
+    marks = np.asarray(parts, dtype=np.int64)
+    return tuple(np.flatnonzero(marks == part) for part in range(3))  # type: ignore[return-value]

@@ -17,7 +17,7 @@ from sklearn.preprocessing import StandardScaler
 from threadpoolctl import threadpool_limits
 
 from polymask.errors import ConfigError
-from polymask.tasks.benchmark.systems import REFERENCES, Reference, reference_result
+from polymask.tasks.benchmark.systems import REFERENCES, Reference, one_label_of, reference_result
 from polymask.tasks.data.loading import TaskData
 from polymask.tasks.metrics.scoring import better, score
 
@@ -85,4 +85,4 @@ def kmer_logistic_regression(task: TaskData, seed: int) -> dict[str, Any]:
 
 
 REFERENCES.register("dna")([Reference(f"k-mer profiles (k={K_VALUES[0]}-{K_VALUES[-1]}) + logistic regression",
-                                      kmer_logistic_regression)])
+                                      kmer_logistic_regression, one_label_of(("binary", "multiclass")))])

@@ -1,8 +1,5 @@
-"""GLUE's reference rows: the training split's majority class, and TF-IDF n-grams + a linear model.
-
-The majority class (its mean for regression) shows what a model that learnt nothing from the inputs scores
-on each dev set: accuracy is the majority share, Matthews correlation 0, F1 that of labelling everything with
-the majority class, and correlations are undefined (n/a) for a constant.
+"""GLUE's reference rows: the training split's majority class (``constant.MEAN_ROW``), and TF-IDF n-grams + a
+linear model.
 
 The TF-IDF row is the classical text baseline: word 1-2-grams and character 2-5-grams (inside word
 boundaries), sublinear term frequencies, n-grams of at least two training texts, all fitted on the training
@@ -14,18 +11,18 @@ chosen on the validation split's headline metric.
 from __future__ import annotations
 
 import time
-import warnings
 from typing import Any, Sequence
 
 import numpy as np
-from scipy import sparse, stats
+from scipy import sparse
 from sklearn.feature_extraction.text import TfidfVectorizer
 from sklearn.linear_model import LogisticRegression, Ridge
 from sklearn.preprocessing import StandardScaler
 from threadpoolctl import threadpool_limits
 
 from polymask.errors import ConfigError
-from polymask.tasks.benchmark.systems import REFERENCES, Reference, reference_result
+from polymask.tasks.benchmark.constant import MEAN_ROW
+from polymask.tasks.benchmark.systems import REFERENCES, Reference, one_label_of, reference_result
 from polymask.tasks.data.loading import TaskData
 from polymask.tasks.metrics.scoring import better, score
 
@@ -36,27 +33,6 @@ ALPHA_GRID = (0.1, 1.0, 10.0, 100.0)
 MAX_ITER = 1000
 #: The task kinds the TF-IDF linear reference fits (``_model``, ``_predict``).
 LINEAR_KINDS = ("binary", "multiclass", "regression")
-
-
-def constant_prediction(task: TaskData, count: int) -> np.ndarray:
-    """``count`` rows of the majority class (probabilities / one-hot) or of the train mean (regression)."""
-    labels = task.train.labels[:, 0]
-    if task.spec.kind == "regression":
-        return np.full((count, 1), labels.mean())
-    if task.spec.kind == "binary":
-        return np.full((count, 1), float(labels.mean() >= 0.5))
-    one_hot = np.zeros((count, task.n_outputs))
-    one_hot[:, np.bincount(labels.astype(int)).argmax()] = 1.0
-    return one_hot
-
-
-def majority_class(task: TaskData, seed: int) -> dict[str, Any]:
-    started = time.perf_counter()
-    splits = {"valid": task.valid, "test": task.test, **task.extra_tests}
-    with warnings.catch_warnings():
-        warnings.simplefilter("ignore", stats.ConstantInputWarning)
-        return reference_result(task, seed, {name: constant_prediction(task, len(split)) for name, split in splits.items()},
-                                started)
 
 
 def tfidf_vectorizers(texts: Sequence[str]) -> tuple[TfidfVectorizer, TfidfVectorizer]:
@@ -140,7 +116,7 @@ def tfidf_linear(task: TaskData, seed: int) -> dict[str, Any]:
 
 
 REFERENCES.register("glue")([
-    Reference("majority class of train (mean for regression)", majority_class),
+    MEAN_ROW,
     Reference(f"TF-IDF word {WORD_NGRAMS[0]}-{WORD_NGRAMS[1]}-grams + char {CHAR_NGRAMS[0]}-{CHAR_NGRAMS[1]}-grams "
-              f"+ linear model", tfidf_linear),
+              f"+ linear model", tfidf_linear, one_label_of(LINEAR_KINDS)),
 ])

@@ -49,4 +49,5 @@ def ecfp_random_forest(task: TaskData, seed: int) -> dict[str, Any]:
     return reference_result(task, seed, _fit_predict(task, seed, features), started)
 
 
-REFERENCES.register("moleculenet")([Reference(f"ECFP4 + random forest ({N_TREES} trees)", ecfp_random_forest)])
+REFERENCES.register("moleculenet")([Reference(f"ECFP4 + random forest ({N_TREES} trees)", ecfp_random_forest,
+                                               lambda spec: spec.kind in ("binary", "regression"))])
