@@ -30,11 +30,18 @@ def schedule_steps(step: int, config: TrainConfig, train_seconds: float = 0.0) -
 def learning_rate(step: int, config: TrainConfig, train_seconds: float = 0.0) -> float:
     """Linear warm-up to ``lr``, then cosine/linear decay to ``min_lr_ratio * lr`` at the end of the
     schedule (``schedule_steps``: ``max_steps``, or where ``max_time`` will stop the run if sooner)."""
-    if step < config.warmup_steps:
-        return config.lr * (step + 1) / config.warmup_steps
-    if config.schedule == "constant":
+    if config.schedule == "constant" and step >= config.warmup_steps:
         return config.lr
-    total = schedule_steps(step, config, train_seconds)
-    progress = min(1.0, (step - config.warmup_steps) / max(1, total - config.warmup_steps))
-    shape = 0.5 * (1 + math.cos(math.pi * progress)) if config.schedule == "cosine" else 1 - progress
-    return config.lr * (config.min_lr_ratio + (1 - config.min_lr_ratio) * shape)
+    total = schedule_steps(step, config, train_seconds) if step >= config.warmup_steps else config.max_steps
+    return config.lr * warmup_then_decay(step, config.warmup_steps, total, config.schedule, config.min_lr_ratio)
+
+
+def warmup_then_decay(step: int, warmup: int, total: int, shape: str = "linear", min_ratio: float = 0.0) -> float:
+    """The learning-rate factor at ``step`` (0-based) of a ``total``-step schedule: linear warm-up over ``warmup``
+    steps to 1, then a ``linear`` or ``cosine`` decay to ``min_ratio`` at ``total``. Pretraining and fine-tuning
+    both follow it."""
+    if step < warmup:
+        return (step + 1) / warmup
+    progress = min(1.0, (step - warmup) / max(1, total - warmup))
+    decay = 0.5 * (1 + math.cos(math.pi * progress)) if shape == "cosine" else 1 - progress
+    return min_ratio + (1 - min_ratio) * decay

@@ -13,6 +13,7 @@ from polymask.runtime import inner_progress_bar
 from polymask.tasks.finetune.options import FinetuneConfig
 from polymask.tasks.metrics.scoring import better
 from polymask.tracking import Reporter
+from polymask.training.schedule import warmup_then_decay
 
 
 @dataclass
@@ -36,8 +37,7 @@ def fit(model: nn.Module, config: FinetuneConfig, batches: Callable[[int], list[
     total_steps = config.epochs * len(batches(0))
     bar = inner_progress_bar(total=total_steps, unit="step")
     warmup = max(1, int(config.warmup_fraction * total_steps))
-    schedule = torch.optim.lr_scheduler.LambdaLR(
-        optimizer, lambda step: min((step + 1) / warmup, max(0.0, (total_steps - step) / max(1, total_steps - warmup))))
+    schedule = torch.optim.lr_scheduler.LambdaLR(optimizer, lambda step: warmup_then_decay(step, warmup, total_steps))
     best_value, best_state, best_epoch, best_valid, stale = None, None, -1, {}, 0
     for epoch in range(config.epochs):
         bar.set_description(f"epoch {epoch + 1}/{config.epochs}")
