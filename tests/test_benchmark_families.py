@@ -2,11 +2,11 @@
 ``polymask.tasks.benchmark.families.<benchmark>``, if there is one; no table names the families."""
 import pkgutil
 
+from polymask.finetune_config import FinetuneConfig
 from polymask.modalities import MODALITIES
 from polymask.tasks.benchmark import families
 from polymask.tasks.benchmark.systems import REFERENCES, reference_systems
 from polymask.tasks.data.spec import task_names
-from polymask.tasks.finetune.options import FinetuneConfig
 
 BENCHMARKS = sorted({key.split("/")[0] for key in task_names()})
 FAMILY_MODULES = sorted(module.name for module in pkgutil.iter_modules(families.__path__))

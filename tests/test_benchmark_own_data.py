@@ -16,6 +16,7 @@ from conftest import ESOL_TARGET, moleculenet_rows, one_line_error, write_csv
 import polymask
 from polymask.cli import main
 from polymask.errors import ConfigError, DataError
+from polymask.finetune_config import FinetuneConfig
 from polymask.modalities import MODALITIES
 from polymask.resources import builtin_dir
 from polymask.tasks.benchmark.constant import MEAN_ROW
@@ -23,7 +24,6 @@ from polymask.tasks.benchmark.systems import reference_systems
 from polymask.tasks.data.loading import load_task
 from polymask.tasks.data.own_table import own_task_spec
 from polymask.tasks.data.spec import TaskSpec, chosen_tasks, task_names
-from polymask.tasks.finetune.options import FinetuneConfig
 
 pytestmark = pytest.mark.usefixtures("one_torch_thread")
 

@@ -3,9 +3,9 @@ import pytest
 
 from polymask.cli import build_parser
 from polymask.errors import ConfigError
+from polymask.finetune_config import FinetuneConfig
 from polymask.tasks.cli import given_settings
 from polymask.tasks.data.spec import task_names
-from polymask.tasks.finetune.options import FinetuneConfig
 from polymask.tasks.finetune.recipe import benchmark_recipe, recipe_settings
 
 

@@ -11,10 +11,10 @@ from conftest import sub_parsers
 
 from polymask.cli import DefaultsHelpFormatter, build_parser, main
 from polymask.errors import ConfigError
+from polymask.finetune_config import FinetuneConfig
 from polymask.runtime import inner_progress
 from polymask.tasks.data.spec import load_task_spec
 from polymask.tasks.finetune.loop import fit
-from polymask.tasks.finetune.options import FinetuneConfig
 
 HEAVY = ("numpy", "torch", "datasets", "pandas", "rdkit", "transformers", "sklearn", "scipy", "deepchem")
 

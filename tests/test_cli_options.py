@@ -16,8 +16,8 @@ from polymask.cli_options import add_model_options, given_fields, settings_from,
 from polymask.config import DataConfig, TrainConfig
 from polymask.encoder_config import EncoderConfig
 from polymask.errors import ConfigError
+from polymask.finetune_config import FinetuneConfig
 from polymask.schema import StrictModel
-from polymask.tasks.finetune.options import FinetuneConfig
 
 MODELS = {model.__name__: model for model in (FinetuneConfig, EncoderConfig, TrainConfig, DataConfig, RankSettings,
                                               MaskedInputSettings)}

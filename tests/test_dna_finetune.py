@@ -8,11 +8,11 @@ import pytest
 
 from polymask.checkpoints.pretrained import read_checkpoint
 from polymask.cli import main
+from polymask.finetune_config import FinetuneConfig
 from polymask.modalities.dna import Dna, DnaConfig
 from polymask.tasks.benchmark.families.dna import kmer_codes, kmer_logistic_regression, kmer_profiles
 from polymask.tasks.data.loading import TaskSplit, load_task
 from polymask.tasks.data.spec import load_task_spec
-from polymask.tasks.finetune.options import FinetuneConfig
 from polymask.tasks.finetune.tables import augmented_epochs, encode_split, finetune
 from polymask.training.trainer import train
 from tests.conftest import tiny_config  # imported here, not in a fixture: importing it sets torch's threads

@@ -7,10 +7,10 @@ import pytest
 
 import polymask
 from polymask.cli import main
+from polymask.finetune_config import FinetuneConfig
 from polymask.tasks.benchmark.systems import row_name
 from polymask.errors import CheckpointError
 from polymask.tasks.finetune.features import CLIP, FEATURE_SETS, MoleculeFeatures, descriptor_columns
-from polymask.tasks.finetune.options import FinetuneConfig
 from tests.conftest import one_line_error
 
 MOLECULES = ["CCO", "c1ccccc1O", "CC(=O)Nc1ccc(O)cc1", "C[N+](C)(C)C", "OC(=O)CCCCCCCCCCCCCCCCC"]

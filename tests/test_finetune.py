@@ -7,11 +7,11 @@ import pytest
 
 from polymask.checkpoints.pretrained import read_checkpoint
 from polymask.cli import main
+from polymask.finetune_config import FinetuneConfig
 from polymask.modalities import MODALITIES
 from polymask.errors import DataError
 from polymask.tasks.data.loading import load_task, with_caps
 from polymask.tasks.data.spec import load_task_spec
-from polymask.tasks.finetune.options import FinetuneConfig
 from polymask.tasks.finetune.tables import finetune
 from polymask.training.trainer import train
 

@@ -19,10 +19,10 @@ from sklearn import metrics as skm
 from polymask.checkpoints.pretrained import read_checkpoint
 from polymask.cli import main
 from polymask.errors import DataError
+from polymask.finetune_config import FinetuneConfig
 from polymask.modalities import MODALITIES
 from polymask.tasks.data.loading import load_task
 from polymask.tasks.data.spec import TaskSpec, load_task_spec, task_names
-from polymask.tasks.finetune.options import FinetuneConfig
 from polymask.tasks.finetune.tables import finetune
 from polymask.tasks.metrics.scoring import score
 

@@ -48,7 +48,7 @@ def test_a_model_with_an_mlp_head_predicts_after_loading_and_refuses_export(tiny
 
 def test_settings_saved_by_an_earlier_release_load_and_wrong_ones_name_the_folder(tmp_path):
     from polymask.errors import CheckpointError
-    from polymask.tasks.finetune.options import FinetuneConfig, saved_settings
+    from polymask.finetune_config import FinetuneConfig, saved_settings
 
     earlier = {**FinetuneConfig().model_dump(), "task_lr": {}}
     earlier.pop("task_settings"), earlier.pop("head")

@@ -7,8 +7,8 @@ import pytest
 import torch
 
 from polymask.config import TrainConfig
+from polymask.finetune_config import FinetuneConfig
 from polymask.tasks.finetune import loop
-from polymask.tasks.finetune.options import FinetuneConfig
 from polymask.training.schedule import learning_rate, warmup_then_decay
 
 

@@ -10,11 +10,11 @@ import torch
 
 from polymask.cli import main
 from polymask.errors import DataError
+from polymask.finetune_config import SpanOptions
 from polymask.modalities import MODALITIES
 from polymask.resources import builtin_dir
 from polymask.tasks.data.spec import load_task_spec
 from polymask.tasks.data.squad import QAExample, load_squad, read_squad
-from polymask.tasks.finetune.options import SpanOptions
 from polymask.tasks.finetune.span_features import answer_predictions, best_spans, build_features, windows
 from polymask.tasks.metrics.squad import (
     Golds,

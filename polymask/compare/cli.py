@@ -6,8 +6,8 @@ from pathlib import Path
 from typing import Any
 
 from polymask.cli_options import add_model_options, add_plugin_option, given_fields
+from polymask.finetune_config import FinetuneConfig
 from polymask.tasks.cli import RECIPE_STANDS_IN, add_data_dir_option
-from polymask.tasks.finetune.options import FinetuneConfig
 
 
 def cmd_compare(args: argparse.Namespace) -> int:

@@ -16,12 +16,12 @@ from polymask.compare.variants import Variant, as_variant, check_labels
 from polymask.data.corpus import prepare_corpus
 from polymask.config import RunConfig
 from polymask.errors import ConfigError, RunBusy, one_line
+from polymask.finetune_config import FinetuneConfig
 from polymask.jsonio import make_dir, write_text
 from polymask.modalities import build_modality
 from polymask.tasks.benchmark.runner import run_benchmark
 from polymask.tasks.benchmark.systems import checkpoint_system, reference_systems, untrained_system
 from polymask.tasks.data.spec import benchmark_tasks, load_task_spec, task_names
-from polymask.tasks.finetune.options import FinetuneConfig
 from polymask.tasks.finetune.recipe import recipe_settings
 
 

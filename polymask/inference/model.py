@@ -24,6 +24,7 @@ from polymask.data.model_inputs import Encoded, Inputs, as_inputs, encode_record
 from polymask.data.variants import encode_variants
 from polymask.encoder_config import fill_legacy_defaults
 from polymask.errors import CheckpointError
+from polymask.finetune_config import saved_settings
 from polymask.inference.columns import REASON, Applied
 from polymask.inference.span import predict_answers_of
 from polymask.inference.table import TableLayout, choose_columns
@@ -36,7 +37,6 @@ from polymask.registry import UnknownNameError
 from polymask.runtime import resolve_device
 from polymask.tasks.data.task_kind import TASK_KINDS, TaskKind
 from polymask.tasks.finetune.features import MoleculeFeatures, feature_rows, molecules
-from polymask.tasks.finetune.options import saved_settings
 from polymask.tasks.finetune.hf_folder import HFEncoder, HFFolder, RawInputs, load_hf_folder
 from polymask.tokenization import SpecialIds
 

@@ -9,9 +9,9 @@ import numpy as np
 from polymask.data.model_inputs import Inputs
 from polymask.data.records import normalize_record
 from polymask.errors import InvalidRecord
+from polymask.finetune_config import FinetuneConfig, SpanOptions
 from polymask.inference.columns import REASON, Applied
 from polymask.tasks.data.squad import QAExample
-from polymask.tasks.finetune.options import FinetuneConfig, SpanOptions
 from polymask.tasks.finetune.span_features import build_features
 from polymask.tasks.finetune.spans import predict_answers, span_forward
 from polymask.tasks.metrics.squad import answer_text

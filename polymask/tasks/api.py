@@ -18,6 +18,7 @@ from typing import TYPE_CHECKING, Any, Mapping, Sequence
 
 from polymask.builtin_models import checkpoint_path
 from polymask.errors import ConfigError
+from polymask.finetune_config import FinetuneConfig
 from polymask.modalities import MODALITIES
 from polymask.tasks.benchmark.constant import MEAN_ROW
 from polymask.tasks.benchmark.own_data import default_out, own_data_task, own_table_note
@@ -28,7 +29,6 @@ from polymask.tasks.data.loading import load_task as load_task_data
 from polymask.tasks.data.own_table import OwnTable
 from polymask.tasks.data.spec import OwnDataSplit, TableKind, TaskSpec, as_task_spec, chosen_tasks
 from polymask.tasks.finetune.hf_folder import is_hf_folder
-from polymask.tasks.finetune.options import FinetuneConfig
 from polymask.tasks.finetune.recipe import own_table_settings, recipe_settings
 
 if TYPE_CHECKING:

@@ -7,8 +7,8 @@ from typing import TYPE_CHECKING, Any
 
 from polymask.builtin_models import checkpoint_path
 from polymask.cli_options import add_model_options, add_plugin_option, given_fields
+from polymask.finetune_config import FinetuneConfig
 from polymask.tasks.data.spec import OWN_DATA_SPLITS, TABLE_KINDS, benchmark_tasks
-from polymask.tasks.finetune.options import FinetuneConfig
 
 if TYPE_CHECKING:
     from polymask.tasks.data.own_table import OwnTable

@@ -11,8 +11,8 @@ from typing import Any
 import numpy as np
 
 from polymask.errors import ConfigError
+from polymask.finetune_config import FinetuneConfig
 from polymask.tasks.data.loading import TaskSplit
-from polymask.tasks.finetune.options import FinetuneConfig
 
 #: Task-spec fields that say where the data lies or how it is described, not what it is (the splits are hashed).
 WHERE_NOT_WHAT = {"files", "extra_test_files", "source", "evaluated_on", "in_default_benchmark"}

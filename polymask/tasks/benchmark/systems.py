@@ -26,6 +26,7 @@ from tokenizers import Tokenizer
 from polymask.checkpoints.finetuned import SaveTarget
 from polymask.checkpoints.pretrained import CHECKPOINT_NAME, LoadedCheckpoint, read_checkpoint
 from polymask.errors import ConfigError
+from polymask.finetune_config import FinetuneConfig
 from polymask.modalities import MODALITIES, build_modality
 from polymask.modalities.base import Modality
 from polymask.model.encoder import Encoder
@@ -34,7 +35,6 @@ from polymask.tasks.data.loading import TaskData, with_caps
 from polymask.tasks.data.spec import TaskSpec, as_task_spec
 from polymask.tasks.data.task_kind import table_kinds
 from polymask.tasks.finetune.hf_folder import HFEncoder, HFFolder, HFTokenizer, RawInputs, is_hf_folder, load_hf_folder
-from polymask.tasks.finetune.options import FinetuneConfig
 from polymask.tasks.metrics.scoring import score
 from polymask.tracking import TrackedRun, open_reporter, require
 

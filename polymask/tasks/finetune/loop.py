@@ -9,8 +9,8 @@ from typing import Any, Callable
 import torch
 from torch import Tensor, nn
 
+from polymask.finetune_config import FinetuneConfig
 from polymask.runtime import inner_progress_bar
-from polymask.tasks.finetune.options import FinetuneConfig
 from polymask.tasks.metrics.scoring import better
 from polymask.tracking import Reporter
 from polymask.training.schedule import warmup_then_decay

@@ -7,9 +7,9 @@ import yaml
 
 from polymask.config import merge
 from polymask.errors import ConfigError
+from polymask.finetune_config import FinetuneConfig, finetune_settings
 from polymask.resources import builtin_dir
 from polymask.tasks.data.spec import RECIPE_FILE, task_names
-from polymask.tasks.finetune.options import FinetuneConfig, finetune_settings
 
 
 def benchmark_recipe(benchmark: str) -> dict[str, Any]:

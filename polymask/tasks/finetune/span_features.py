@@ -16,8 +16,8 @@ from tokenizers import Tokenizer
 from torch import Tensor, nn
 
 from polymask.errors import ConfigError
+from polymask.finetune_config import SpanOptions
 from polymask.tasks.data.squad import QAExample
-from polymask.tasks.finetune.options import SpanOptions
 from polymask.tokenization import SpecialIds
 
 MIN_CONTEXT_TOKENS = 32

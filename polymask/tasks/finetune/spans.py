@@ -15,6 +15,7 @@ from torch import Tensor
 
 from polymask.checkpoints.finetuned import SaveTarget, save_finetuned
 from polymask.data.batching import BatchSampler, collate
+from polymask.finetune_config import FinetuneConfig
 from polymask.modalities.base import Modality
 from polymask.model.encoder import Encoder
 from polymask.model.heads import SpanPredictor
@@ -22,7 +23,6 @@ from polymask.runtime import autocast, precision_used, resolve_device, where_run
 from polymask.tasks.data.loading import cap_indices
 from polymask.tasks.data.squad import QAExample, SquadTask
 from polymask.tasks.finetune.loop import fit
-from polymask.tasks.finetune.options import FinetuneConfig
 from polymask.tasks.finetune.span_features import (
     SpanFeatures,
     allowed_positions,

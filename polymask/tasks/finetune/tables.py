@@ -23,6 +23,7 @@ from polymask.data.batching import Batch, BatchSampler, collate
 from polymask.data.model_inputs import run_batched, tokenize_normalised
 from polymask.data.variants import encode_variants
 from polymask.errors import ConfigError
+from polymask.finetune_config import FinetuneConfig
 from polymask.modalities.base import Modality
 from polymask.model.encoder import Encoder
 from polymask.model.heads import SequencePredictor
@@ -31,7 +32,6 @@ from polymask.tasks.data.loading import TaskData, TaskSplit, with_caps
 from polymask.tasks.data.task_kind import TaskKind
 from polymask.tasks.finetune.features import MoleculeFeatures, feature_rows, molecules
 from polymask.tasks.finetune.loop import fit
-from polymask.tasks.finetune.options import FinetuneConfig
 from polymask.tasks.finetune.saved_meta import finetuned_meta
 from polymask.tasks.metrics.scoring import score
 from polymask.tokenization import SpecialIds

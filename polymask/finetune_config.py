@@ -1,5 +1,5 @@
-"""Fine-tuning options: pydantic models only, so the command line can show their defaults without
-importing torch."""
+"""The fine-tuning settings (``FinetuneConfig``), beside the run config (``polymask.config``): pydantic models
+only, so the command line can show their defaults without importing torch."""
 from __future__ import annotations
 
 from typing import Any, Literal
