@@ -7,7 +7,6 @@ from typing import Any, Literal
 from pydantic import Field, ValidationError, field_validator, model_validator
 
 from polymask.config import merge
-from polymask.errors import CheckpointError
 from polymask.schema import StrictModel, validated, validation_messages
 from polymask.tracking import Backend
 
@@ -111,19 +110,6 @@ class FinetuneConfig(StrictModel):
 #: and reference baselines, which hold for the whole run)
 PER_TASK_FIELDS = ("lr", "epochs", "patience", "batch_size", "pooling", "freeze_encoder", "augment", "head", "dropout",
                    "weight_decay", "warmup_fraction", "max_len", "span", "precision")
-#: fields that earlier releases saved in a model's settings and this one no longer has (per-task values are
-#: resolved before a model is saved)
-RETIRED_FIELDS = ("task_lr",)
-
-
-def saved_settings(raw: dict[str, Any], folder: Any) -> FinetuneConfig:
-    """The fine-tuning settings a saved model in ``folder`` records, retired fields left out; a
-    ``CheckpointError`` naming the folder when they do not validate."""
-    try:
-        return FinetuneConfig.model_validate({k: v for k, v in raw.items() if k not in RETIRED_FIELDS})
-    except ValidationError as exc:
-        raise CheckpointError(f"{folder}: its fine-tuning settings do not validate: "
-                              + "; ".join(validation_messages(exc, FinetuneConfig))) from None
 
 
 def finetune_settings(raw: dict[str, Any]) -> FinetuneConfig:

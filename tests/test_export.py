@@ -10,6 +10,7 @@ import torch
 from conftest import tiny_config
 from hf_roundtrip import reference_case, run_blocked
 
+from polymask.checkpoints.finetuned_meta import SavedTask
 from polymask.checkpoints.pretrained import read_checkpoint
 from polymask.cli import main
 from polymask.data.batching import Batch
@@ -251,9 +252,14 @@ def test_one_binary_task_is_multi_label_classification_in_saved_models_and_expor
     head = sequence_head(torch.zeros(1, 8), torch.zeros(1), "binary", ["p_np"], "mean", 0.0)
     assert head.config["problem_type"] == TASK_KINDS.get("binary").problem_type == "multi_label_classification"
     binary = TASK_KINDS.get("binary")  # an export's label says which class its one sigmoid is the probability of
-    assert binary.output_names({"label_names": ["bound"], "class_names": ["unbound", "bound"]}) == ["bound=bound"]
-    assert binary.output_names({"label_names": ["y"], "class_names": ["no", "yes"]}) == ["y=yes"]
-    assert binary.output_names({"label_names": ["tox1", "tox2"], "class_names": ["0", "1"]}) == ["tox1", "tox2"]
+
+    def task(labels: list[str], classes: list[str]) -> SavedTask:
+        return SavedTask(key="toy/task", kind="binary", problem_type=binary.problem_type, input_columns=["smiles"],
+                         label_names=labels, class_names=classes, n_outputs=len(labels))
+
+    assert binary.output_names(task(["bound"], ["unbound", "bound"])) == ["bound=bound"]
+    assert binary.output_names(task(["y"], ["no", "yes"])) == ["y=yes"]
+    assert binary.output_names(task(["tox1", "tox2"], ["0", "1"])) == ["tox1", "tox2"]
 
 
 def test_remote_classes_of_a_native_export_refuse_a_foreign_esm_config():

@@ -6,6 +6,7 @@ import numpy as np
 import pytest
 
 import polymask
+from polymask.checkpoints.finetuned_meta import SavedFeatures
 from polymask.cli import main
 from polymask.finetune_config import FinetuneConfig
 from polymask.tasks.benchmark.systems import row_name
@@ -36,11 +37,11 @@ def test_descriptors_are_standardised_on_the_training_molecules_and_bits_kept_as
     assert varying.sum() > 100
     assert np.allclose(descriptors[:, varying].mean(axis=0), 0, atol=1e-4)
     assert np.abs(features.transform(["C" * 60]))[0].max() <= CLIP  # far outside the training range: clipped
-    saved = json.loads(json.dumps(features.to_json()))
-    assert np.array_equal(MoleculeFeatures.from_json(saved).transform(MOLECULES[:2]), train[:2])
-    saved["columns"][2048 + 3] = "SomeOtherDescriptor"  # written by an RDKit with other descriptors
+    saved = SavedFeatures.model_validate_json(features.saved().model_dump_json())
+    assert np.array_equal(MoleculeFeatures.from_saved(saved).transform(MOLECULES[:2]), train[:2])
+    saved.columns[2048 + 3] = "SomeOtherDescriptor"  # written by an RDKit with other descriptors
     with pytest.raises(CheckpointError, match="another RDKit release .first difference: SomeOtherDescriptor -> "):
-        MoleculeFeatures.from_json(saved)
+        MoleculeFeatures.from_saved(saved)
 
 
 def test_a_molecule_with_an_infinite_descriptor_leaves_its_column_s_statistics_alone():

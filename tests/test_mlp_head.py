@@ -2,6 +2,7 @@
 saved and restored with its model, and refused where it cannot be reproduced (export; span tasks: in
 test_extra_features)."""
 import json
+from pathlib import Path
 
 import numpy as np
 import pytest
@@ -46,15 +47,17 @@ def test_a_model_with_an_mlp_head_predicts_after_loading_and_refuses_export(tiny
     one_line_error(capsys, code, "an mlp head", "polymask predict")
 
 
-def test_settings_saved_by_an_earlier_release_load_and_wrong_ones_name_the_folder(tmp_path):
+def test_settings_saved_by_an_earlier_release_load_and_wrong_ones_name_the_file():
+    from polymask.checkpoints.finetuned_meta import read_finetuned_meta
     from polymask.errors import CheckpointError
-    from polymask.finetune_config import FinetuneConfig, saved_settings
 
-    earlier = {**FinetuneConfig().model_dump(), "task_lr": {}}
+    path = Path(__file__).parent / "data" / "finetuned" / "esol.json"
+    saved = json.loads(path.read_text())
+    earlier = {**saved["finetune"], "task_lr": {}}
     earlier.pop("task_settings"), earlier.pop("head")
-    assert saved_settings(earlier, tmp_path).head == "linear"
-    with pytest.raises(CheckpointError, match=f"{tmp_path}: its fine-tuning settings do not validate: epochs"):
-        saved_settings({**earlier, "epochs": 0}, tmp_path)
+    assert read_finetuned_meta({**saved, "finetune": earlier}, path).finetune.head == "linear"
+    with pytest.raises(CheckpointError, match=f"^{path}: finetune.epochs: Input should be greater than or equal to 1"):
+        read_finetuned_meta({**saved, "finetune": {**earlier, "epochs": 0}}, path)
 
 
 def test_compare_refuses_an_mlp_head_for_span_tasks_before_it_pretrains(tmp_path):

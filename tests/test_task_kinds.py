@@ -17,6 +17,7 @@ import torch
 from pydantic import ValidationError
 from torch import Tensor
 
+from polymask.checkpoints.finetuned_meta import SavedTask
 from polymask.model import Encoder, EncoderConfig
 from polymask.model.heads import SequencePredictor
 from polymask.resources import builtin_dir
@@ -43,8 +44,8 @@ class Count(TableTaskKind):
         return logits.exp().cpu().numpy()
 
     @classmethod
-    def prediction_columns(cls, task: dict[str, Any], outputs: np.ndarray) -> dict[str, Any]:
-        return {f"expected_{name}": outputs[:, i] for i, name in enumerate(task["label_names"])}
+    def prediction_columns(cls, task: SavedTask, outputs: np.ndarray) -> dict[str, Any]:
+        return {f"expected_{name}": outputs[:, i] for i, name in enumerate(task.label_names)}
 
 
 @pytest.fixture
@@ -106,7 +107,8 @@ def test_the_toy_kind_builds_its_head_learns_and_predicts_on_a_toy_batch(count_k
     with torch.no_grad():
         predicted = head.predict(network(ids, mask))
     assert predicted.shape == (4, 1) and (predicted > 0).all()
-    task = {"label_names": ["carbons"], "class_names": Count.class_names(None, 1)}
+    task = SavedTask(key="toy/carbons", kind="count", problem_type="count", input_columns=["smiles"],
+                     label_names=["carbons"], class_names=Count.class_names(None, 1), n_outputs=1)
     assert list(Count.prediction_columns(task, predicted)) == ["expected_carbons"]
     assert Count.restore(None).normalisation() is None  # nothing to save beside the weights
 

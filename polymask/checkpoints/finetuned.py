@@ -3,7 +3,7 @@
 Layout of ``<cell>/seed-N/``::
 
     model.safetensors   the predictor's weights: ``encoder.*`` and ``head.*``
-    finetuned.json      everything needed to apply it (see ``tasks.finetune.saved_meta``)
+    finetuned.json      everything needed to apply it (``finetuned_meta.FinetunedMeta``)
     tokenizer.json      the tokenizer, copied in (plus transformers side files)
     manifest.json       sha256 of every file above, written last
 
@@ -15,7 +15,6 @@ from __future__ import annotations
 import json
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
 
 import torch
 from safetensors import SafetensorError
@@ -25,13 +24,11 @@ from tokenizers import Tokenizer
 from polymask import jsonio
 from polymask.builtin_models import builtin_folders
 from polymask.checkpoints.atomic import staged_folder
+from polymask.checkpoints.finetuned_meta import FORMAT, FinetunedMeta, read_finetuned_meta
 from polymask.checkpoints.pretrained import FINETUNED_META, verify_checkpoint, write_manifest
 from polymask.errors import CheckpointError
 from polymask.tokenization import load_tokenizer, save_tokenizer
 from polymask.weights_io import save_weights
-
-FORMAT = "polymask-finetuned"
-FORMAT_VERSION = 1
 
 
 @dataclass(frozen=True)
@@ -45,12 +42,23 @@ class SaveTarget:
     step: int | None
 
 
-def save_finetuned(folder: Path, model: torch.nn.Module, tokenizer: Tokenizer, meta: dict[str, Any]) -> Path:
+@dataclass(frozen=True)
+class LoadedFinetuned:
+    """A verified fine-tuned model folder, read once: its validated ``finetuned.json`` (``meta``), its weights
+    (``encoder.*`` and ``head.*``) and its tokenizer."""
+
+    folder: Path
+    meta: FinetunedMeta
+    weights: dict[str, torch.Tensor]
+    tokenizer: Tokenizer
+
+
+def save_finetuned(folder: Path, model: torch.nn.Module, tokenizer: Tokenizer, meta: FinetunedMeta) -> Path:
     """Write the fine-tuned model folder atomically; returns ``folder``."""
     with staged_folder(folder) as tmp:
         save_weights({name: tensor.detach().cpu().contiguous() for name, tensor in model.state_dict().items()},
                      tmp / "model.safetensors")
-        (tmp / FINETUNED_META).write_text(jsonio.dumps(meta, indent=1))
+        (tmp / FINETUNED_META).write_text(jsonio.dumps(meta.model_dump(mode="json"), indent=1))
         save_tokenizer(tokenizer, tmp)
         write_manifest(tmp, {"format": FORMAT})
     return folder
@@ -76,9 +84,9 @@ def resolve_finetuned(folder: Path) -> Path:
                           f"{', ...' if len(saved) > 3 else ''} (all are listed in its results.md)")
 
 
-def read_finetuned(folder: Path) -> tuple[dict[str, Any], dict[str, torch.Tensor], Tokenizer]:
-    """(metadata, weights, tokenizer) of a fine-tuned model folder (or of the one model an output folder holds,
-    ``resolve_finetuned``), verified against its manifest."""
+def read_finetuned(folder: Path) -> LoadedFinetuned:
+    """A fine-tuned model folder (or the one model an output folder holds, ``resolve_finetuned``), verified against
+    its manifest, its ``finetuned.json`` validated; every fault is one ``CheckpointError`` naming the file."""
     folder = resolve_finetuned(folder)
     if not is_finetuned(folder):
         if not folder.exists():
@@ -93,14 +101,12 @@ def read_finetuned(folder: Path) -> tuple[dict[str, Any], dict[str, torch.Tensor
                               f"embedded as it is (polymask embed, polymask.load_checkpoint)")
     verify_checkpoint(folder)
     try:
-        meta = json.loads((folder / FINETUNED_META).read_text())
+        raw = json.loads((folder / FINETUNED_META).read_text())
         weights = load_file(str(folder / "model.safetensors"))
     except (ValueError, SafetensorError, OSError) as exc:
         raise CheckpointError(f"{folder}: unreadable fine-tuned model ({exc})") from None
-    if meta.get("format") != FORMAT or meta.get("format_version", 0) > FORMAT_VERSION:
-        raise CheckpointError(f"{folder}: {FINETUNED_META} is format {meta.get('format')!r} version "
-                              f"{meta.get('format_version')}; this polymask reads {FORMAT} up to {FORMAT_VERSION}")
-    return meta, weights, load_tokenizer(folder / "tokenizer.json")
+    meta = read_finetuned_meta(raw, folder / FINETUNED_META)
+    return LoadedFinetuned(folder, meta, weights, load_tokenizer(folder / "tokenizer.json"))
 
 
 def folder_bytes(folder: Path) -> int:

@@ -24,33 +24,32 @@ def export_finetuned(path: Path, out: Path, overwrite: bool = False) -> ExportRe
     from polymask.inference.model import load_model
 
     model = load_model(path, device="cpu")
-    meta, task, kind = model.meta, model.task, model.kind
+    meta, kind = model.meta, model.kind
     if kind.card_phrase is None:
         exported = [name for name in TASK_KINDS if TASK_KINDS.get(name).card_phrase is not None]
         raise PolymaskError(f"{path}: a {kind.name} model, which has no exported head; polymask export writes "
                             f"pretrained encoders and sequence-level models ({', '.join(exported)})")
-    mlp_head = model.settings.head == "mlp"
+    mlp_head = meta.finetune.head == "mlp"
     if model.features is not None or mlp_head:
         extras = [f"a head that also reads {'+'.join(model.features.names)} features"] if model.features else []
         extras += ["an mlp head (a hidden layer before the output layer)"] if mlp_head else []
         raise PolymaskError(f"{path}: {' and '.join(extras)}, which a transformers sequence-classification model "
                             f"cannot reproduce; use polymask predict or polymask.load_model for this model")
-    normalisation = meta.get("normalisation") or {}
-    head = sequence_head(model.network.head.weight, model.network.head.bias, kind.name, kind.output_names(task),
-                         meta["pooling"], model.settings.dropout, normalisation.get("mean"),
-                         normalisation.get("std"))
+    normalisation = meta.normalisation or {}
+    head = sequence_head(model.network.head.weight, model.network.head.bias, kind.name, kind.output_names(meta.task),
+                         meta.pooling, meta.finetune.dropout, normalisation.get("mean"), normalisation.get("std"))
     texts = sample_records(model.modality, [])
-    batch = encode_padded(model.tokenizer, texts, meta["max_len"]) if texts else None
-    pretrained = meta["pretrained"]
+    batch = encode_padded(model.tokenizer, texts, meta.max_len) if texts else None
+    pretrained, task = meta.pretrained, meta.task
     facts = CardFacts(
-        source=str(path), modality=meta["modality"], objective={"name": pretrained.get("objective") or "unknown"},
-        encoder=meta["encoder"]["config"], data=f"pretrained checkpoint `{pretrained.get('checkpoint')}`, "
-        f"fine-tuned on {task['key']}", max_len=meta["max_len"], vocab_size=meta["encoder"]["vocab_size"],
-        step=pretrained.get("step"), max_steps=None,
-        task={"key": task["key"], "metric": meta["metric"], "valid": meta["valid"], "seed": meta["seed"],
-              "averaged_over": list(model.averaged_over), "input_columns": task.get("input_columns", [])},
-        record_advice=model.modality.export_record_advice(meta["max_len"]))
-    result = write_export(out, model.encoder, model.modality.exported_tokenizer(model.tokenizer), meta["max_len"],
+        source=str(path), modality=meta.modality.model_dump(mode="json", exclude_unset=True),
+        objective={"name": pretrained.objective or "unknown"}, encoder=meta.encoder.config.model_dump(mode="json"),
+        data=f"pretrained checkpoint `{pretrained.checkpoint}`, fine-tuned on {task.key}", max_len=meta.max_len,
+        vocab_size=meta.encoder.vocab_size, step=pretrained.step, max_steps=None,
+        task={"key": task.key, "metric": meta.metric, "valid": meta.valid, "seed": meta.seed,
+              "averaged_over": list(model.averaged_over), "input_columns": task.input_columns},
+        record_advice=model.modality.export_record_advice(meta.max_len))
+    result = write_export(out, model.encoder, model.modality.exported_tokenizer(model.tokenizer), meta.max_len,
                           facts, batch, head=head, overwrite=overwrite)
     if model.averaged_over:
         result.notes.append(f"the head predicts one record at a time; polymask's model averages its predictions over "

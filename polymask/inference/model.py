@@ -14,23 +14,20 @@ from typing import TYPE_CHECKING, Any, Sequence
 
 import numpy as np
 import torch
-from pydantic import ValidationError
 from tokenizers import Tokenizer
 
-from polymask.checkpoints.finetuned import read_finetuned, resolve_finetuned
+from polymask.checkpoints.finetuned import read_finetuned
 from polymask.checkpoints.pretrained import LoadedCheckpoint
 from polymask.checkpoints.pretrained import read_checkpoint
 from polymask.data.model_inputs import Encoded, Inputs, as_inputs, encode_records, run_batched
 from polymask.data.variants import encode_variants
-from polymask.encoder_config import fill_legacy_defaults
 from polymask.errors import CheckpointError
-from polymask.finetune_config import saved_settings
 from polymask.inference.columns import REASON, Applied
 from polymask.inference.span import predict_answers_of
 from polymask.inference.table import TableLayout, choose_columns
-from polymask.modalities import MODALITIES, Modality
+from polymask.modalities import Modality, build_modality
 from polymask.plugins import REGISTER_FIRST
-from polymask.model.encoder import Encoder, EncoderConfig
+from polymask.model.encoder import Encoder
 from polymask.model.heads import Pooling
 from polymask.model.heads import pool as pool_states
 from polymask.registry import UnknownNameError
@@ -50,19 +47,6 @@ def kind_of(name: str) -> type[TaskKind]:
         return TASK_KINDS.get(name)
     except UnknownNameError as exc:
         raise CheckpointError(f"the model's task kind: {exc}; {REGISTER_FIRST}") from None
-
-
-def modality_from(config: dict[str, Any]) -> Modality:
-    """The registered modality named in a saved config, with its saved options."""
-    name = config.get("name")
-    if name not in MODALITIES:
-        raise CheckpointError(f"the model's modality '{name}' is not registered; {REGISTER_FIRST}")
-    modality_cls = MODALITIES.get(name)
-    try:
-        return modality_cls(modality_cls.Config.model_validate(config))
-    except ValidationError as exc:
-        raise CheckpointError(f"the saved options of modality '{name}' do not validate: {exc.errors()[0]['msg']} "
-                              f"({'.'.join(map(str, exc.errors()[0]['loc']))})") from None
 
 
 class AppliedEncoder:
@@ -150,7 +134,7 @@ class PretrainedEncoder(AppliedEncoder):
 
     def __init__(self, checkpoint: "LoadedCheckpoint", device: str = "auto") -> None:
         run = checkpoint.run_config
-        modality = modality_from(run.modality.model_dump(mode="json"))
+        modality = build_modality(run.modality)
         super().__init__(checkpoint.build_encoder(), checkpoint.tokenizer, modality, run.data.max_len, "mean",
                          [modality.default_columns[0]], device)
         self.folder = checkpoint.folder
@@ -177,34 +161,31 @@ class FinetunedModel(AppliedEncoder):
     """A fine-tuned model folder (``polymask finetune`` writes one per task and seed): ``predict`` and ``embed``."""
 
     def __init__(self, folder: Path, device: str = "auto") -> None:
-        self.folder = resolve_finetuned(folder)
-        meta, weights, tokenizer = read_finetuned(self.folder)
-        self.meta = meta
-        #: the fine-tuning settings the model was trained with
-        self.settings = saved_settings(meta["finetune"], self.folder)
-        self.task: dict[str, Any] = meta["task"]
-        fill_legacy_defaults(meta["encoder"]["config"])
-        encoder = Encoder(EncoderConfig.model_validate(meta["encoder"]["config"]), meta["encoder"]["vocab_size"])
-        self.kind = kind_of(self.task["kind"])
+        loaded = read_finetuned(folder)
+        self.folder = loaded.folder
+        #: what the folder's ``finetuned.json`` says: the task, the settings it was fine-tuned with, ...
+        self.meta = meta = loaded.meta
+        encoder = Encoder(meta.encoder.config, meta.encoder.vocab_size)
+        self.kind = kind_of(meta.task.kind)
         #: the molecular features its head also reads (``extra_features`` at fine-tuning), else None
-        self.features = MoleculeFeatures.from_json(meta["extra_features"]) if meta.get("extra_features") else None
-        self.network: torch.nn.Module = self.kind.network(encoder, self.task["n_outputs"], meta["pooling"], 0.0,
+        self.features = MoleculeFeatures.from_saved(meta.extra_features) if meta.extra_features else None
+        self.network: torch.nn.Module = self.kind.network(encoder, meta.task.n_outputs, meta.pooling, 0.0,
                                                           self.features.width if self.features else 0,
-                                                          self.settings.head)
-        self.head = self.kind.restore(meta["normalisation"])  # the kind's prediction rule, as saved
+                                                          meta.finetune.head)
+        self.head = self.kind.restore(meta.normalisation)  # the kind's prediction rule, as saved
         try:
-            self.network.load_state_dict(weights)
+            self.network.load_state_dict(loaded.weights)
         except RuntimeError as exc:
             raise CheckpointError(f"{folder}: weights do not fit the saved configuration ({exc})") from None
-        super().__init__(encoder, tokenizer, modality_from(meta["modality"]), meta["max_len"], meta["pooling"],
-                         self.task["input_columns"], device)
+        super().__init__(encoder, loaded.tokenizer, build_modality(meta.modality), meta.max_len, meta.pooling,
+                         meta.task.input_columns, device)
         self.network.eval().to(self.device)
-        names = self.task.get("column_names")
-        self.table_layout = TableLayout(self.task.get("delimiter") != "\t" or self.task.get("quoting", True),
+        names = meta.task.column_names
+        self.table_layout = TableLayout(meta.task.delimiter != "\t" or meta.task.quoting,
                                         tuple(names) if names else None)
         #: the invariances predictions are averaged over (``test_time_average`` at fine-tuning), else none
-        self.averaged_over: list[str] = (self.modality.varied(self.task.get("invariant_to", []))
-                                         if self.settings.test_time_average else [])
+        self.averaged_over: list[str] = (self.modality.varied(meta.task.invariant_to)
+                                         if meta.finetune.test_time_average else [])
 
     def predict(self, records: Any, batch_size: int = 64, progress: bool = False) -> "pd.DataFrame":
         """One row per record, in order (with the index of a DataFrame or Series given): the task kind's prediction
@@ -225,7 +206,7 @@ class FinetunedModel(AppliedEncoder):
             return predict_answers_of(self, inputs, reasons, batch_size)
         encoded = self.encode_inputs(inputs, reasons)
         accepted = encoded.accepted
-        outputs = np.full((len(inputs), self.task["n_outputs"]), np.nan)
+        outputs = np.full((len(inputs), self.meta.task.n_outputs), np.nan)
 
         records = [encoded.records[i] for i in accepted]
         features = self.features.transform(molecules(records)) if self.features and records else None
@@ -247,7 +228,7 @@ class FinetunedModel(AppliedEncoder):
             outputs[accepted] = variants.average(run(varied, variants.owner))
         elif len(accepted):  # (with none accepted, every row keeps its reason)
             outputs[accepted] = run([encoded.ids[i] for i in accepted], np.arange(len(records)))
-        frame = pd.DataFrame(self.kind.prediction_columns(self.task, outputs))
+        frame = pd.DataFrame(self.kind.prediction_columns(self.meta.task, outputs))
         frame[REASON] = encoded.reasons
         return Applied(frame, len(accepted), len(inputs) - len(accepted), encoded.truncated, encoded.unknown)
 

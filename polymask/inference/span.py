@@ -9,7 +9,7 @@ import numpy as np
 from polymask.data.model_inputs import Inputs
 from polymask.data.records import normalize_record
 from polymask.errors import InvalidRecord
-from polymask.finetune_config import FinetuneConfig, SpanOptions
+from polymask.finetune_config import FinetuneConfig
 from polymask.inference.columns import REASON, Applied
 from polymask.tasks.data.squad import QAExample
 from polymask.tasks.finetune.span_features import build_features
@@ -42,10 +42,10 @@ def predict_answers_of(model: "FinetunedModel", inputs: Sequence[Inputs], reason
             continue
         examples.append(QAExample(str(row), parts[0].strip(), parts[1], (), -1, ""))  # as read, as at fine-tuning
         rows.append(row)
-    options = {**model.meta["span"]}
-    allow_null = options.pop("allow_no_answer")
-    config = FinetuneConfig.model_validate({**model.settings.model_dump(), "batch_size": batch_size,
-                                            "span": SpanOptions.model_validate(options).model_dump()})
+    span = model.meta.span
+    allow_null = span.allow_no_answer
+    config = FinetuneConfig.model_validate({**model.meta.finetune.model_dump(), "batch_size": batch_size,
+                                            "span": span.model_dump(exclude={"allow_no_answer"})})
     features = build_features(examples, model.tokenizer, model.max_len, config.span, targets=False)
     forward = span_forward(model.network, model.pad, model.device, "fp32")
     predictions = predict_answers(model.network, forward, features, examples, config, allow_null) if examples else []

@@ -22,6 +22,7 @@ if TYPE_CHECKING:
     import numpy as np
     from torch import Tensor, nn
 
+    from polymask.checkpoints.finetuned_meta import SavedTask
     from polymask.model.encoder import Encoder
     from polymask.modalities.base import Modality
     from polymask.tasks.data.spec import TaskSpec
@@ -116,15 +117,15 @@ class TaskKind:
     # --- applying and exporting a saved model -------------------------------------------------------------------
 
     @classmethod
-    def prediction_columns(cls, task: dict[str, Any], outputs: np.ndarray) -> dict[str, Any]:
+    def prediction_columns(cls, task: "SavedTask", outputs: np.ndarray) -> dict[str, Any]:
         """``predict``'s columns for the rows of ``outputs`` (``predict``'s values; NaN rows: rejected records,
-        left empty); ``task`` is ``finetuned.json``'s task."""
+        left empty); ``task`` is the saved model's task (``finetuned.json``'s)."""
         raise NotImplementedError(f"task kind '{cls.name}' does not say what its prediction columns are")
 
     @classmethod
-    def output_names(cls, task: dict[str, Any]) -> list[str]:
+    def output_names(cls, task: "SavedTask") -> list[str]:
         """The exported head's label of each output (``id2label``): by default the label columns."""
-        return list(task["label_names"])
+        return list(task.label_names)
 
     @classmethod
     def exported_layer(cls, weight: "Tensor", bias: "Tensor",

@@ -6,10 +6,11 @@ from __future__ import annotations
 
 import functools
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, Any, Callable, Sequence
+from typing import TYPE_CHECKING, Callable, Sequence
 
 import numpy as np
 
+from polymask.checkpoints.finetuned_meta import SavedFeatures
 from polymask.errors import CheckpointError
 
 if TYPE_CHECKING:
@@ -111,20 +112,21 @@ class MoleculeFeatures:
         values = (_raw(tuple(self.names), tuple(smiles)) - self.mean) / self.std
         return np.clip(np.nan_to_num(values, nan=0.0), -CLIP, CLIP).astype(np.float32)
 
-    def to_json(self) -> dict[str, Any]:
-        return {"names": self.names, "columns": self.columns, "mean": self.mean.tolist(), "std": self.std.tolist()}
+    def saved(self) -> SavedFeatures:
+        """What a saved model keeps of them (``finetuned.json``'s ``extra_features``)."""
+        return SavedFeatures(names=self.names, columns=self.columns, mean=self.mean.tolist(), std=self.std.tolist())
 
     @classmethod
-    def from_json(cls, saved: dict[str, Any]) -> "MoleculeFeatures":
+    def from_saved(cls, saved: SavedFeatures) -> "MoleculeFeatures":
         """A saved model's features; its columns must be those this RDKit computes."""
-        names = list(saved["names"])
+        names = list(saved.names)
         here = _columns(names)
-        if saved["columns"] != here:
-            changed = next((f"{a} -> {b}" for a, b in zip(saved["columns"], here) if a != b),
-                           f"{len(saved['columns'])} -> {len(here)} columns")
+        if saved.columns != here:
+            changed = next((f"{a} -> {b}" for a, b in zip(saved.columns, here) if a != b),
+                           f"{len(saved.columns)} -> {len(here)} columns")
             raise CheckpointError(f"the model's {'+'.join(names)} features were computed by another RDKit release "
                                   f"(first difference: {changed}); predict with the RDKit it was trained with")
-        return cls(names, here, np.array(saved["mean"], dtype=np.float64), np.array(saved["std"], dtype=np.float64))
+        return cls(names, here, np.array(saved.mean, dtype=np.float64), np.array(saved.std, dtype=np.float64))
 
 
 def molecules(inputs: Sequence[Sequence[str]]) -> list[str]:

@@ -14,6 +14,7 @@ from tokenizers import Tokenizer
 from torch import Tensor
 
 from polymask.checkpoints.finetuned import SaveTarget, save_finetuned
+from polymask.checkpoints.finetuned_meta import SavedSpan
 from polymask.data.batching import BatchSampler, collate
 from polymask.finetune_config import FinetuneConfig
 from polymask.modalities.base import Modality
@@ -108,8 +109,8 @@ def finetune_span(task: SquadTask, encoder: Encoder, tokenizer: Tokenizer, modal
     test_metrics, predictions = evaluate(test, test_f)
     if save_to is not None:
         save_finetuned(save_to.folder, model, tokenizer, finetuned_meta(
-            spec, task.label_names, 2, modality, encoder, config.model_dump(mode="json"), seed, fitted.valid,
-            fitted.best_epoch, save_to, span={**config.span.model_dump(), "allow_no_answer": task.version_2}))
+            spec, task.label_names, 2, modality, encoder, config, seed, fitted.valid, fitted.best_epoch, save_to,
+            span=SavedSpan(**config.span.model_dump(), allow_no_answer=task.version_2)))
     result = {
         "task": spec.key, "seed": seed, "metric": spec.metric, "best_epoch": fitted.best_epoch,
         "epochs_run": fitted.epochs_run, "valid": fitted.valid, "test": test_metrics,

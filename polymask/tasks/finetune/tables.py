@@ -171,9 +171,8 @@ def finetune(task: TaskData, encoder: Encoder, tokenizer: Tokenizer, modality: M
         test_metrics.update({f"{name}_{metric}": value for metric, value in evaluate(encoded).items()})
     if save_to is not None:
         save_finetuned(save_to.folder, model, tokenizer, finetuned_meta(
-            spec, task.label_names, task.n_outputs, modality, encoder, config.model_dump(mode="json"), seed,
-            fitted.valid, fitted.best_epoch, save_to, head.normalisation(),
-            extra_features=features.to_json() if features else None))
+            spec, task.label_names, task.n_outputs, modality, encoder, config, seed, fitted.valid, fitted.best_epoch,
+            save_to, head.normalisation(), extra_features=features.saved() if features else None))
     return {
         "task": spec.key, "seed": seed, "metric": spec.metric, "best_epoch": fitted.best_epoch,
         "epochs_run": fitted.epochs_run, "valid": fitted.valid, "test": test_metrics,

@@ -11,6 +11,7 @@ if TYPE_CHECKING:
     import numpy as np
     from torch import Tensor
 
+    from polymask.checkpoints.finetuned_meta import SavedTask
     from polymask.tasks.data.spec import TaskSpec
 
 
@@ -47,21 +48,21 @@ class Binary(TableTaskKind):
         return torch.sigmoid(logits).cpu().numpy()
 
     @classmethod
-    def output_names(cls, task: dict[str, Any]) -> list[str]:
+    def output_names(cls, task: "SavedTask") -> list[str]:
         """Each output's label and the class its sigmoid is the probability of: ``p_np=1``, ``bound=yes``; several
         tasks are 0/1 columns, each output the probability of its column's 1."""
-        labels = task["label_names"]
+        labels = task.label_names
         if len(labels) > 1:
             return list(labels)
-        return [f"{labels[0]}={task['class_names'][-1]}"]
+        return [f"{labels[0]}={task.class_names[-1]}"]
 
     @classmethod
-    def prediction_columns(cls, task: dict[str, Any], outputs: np.ndarray) -> dict[str, Any]:
+    def prediction_columns(cls, task: "SavedTask", outputs: np.ndarray) -> dict[str, Any]:
         """Several tasks (Tox21, ToxCast, SIDER): ``prob_<task>``, the probability of the positive class, one per
         task; one task: ``prob_<class>`` of both classes and ``predicted_<label>``."""
         import numpy as np
 
-        labels = task["label_names"]
+        labels = task.label_names
         if len(labels) > 1:
             return {f"prob_{name}": outputs[:, i] for i, name in enumerate(labels)}
         return class_columns(task, np.concatenate([1 - outputs, outputs], axis=1))

@@ -11,6 +11,7 @@ if TYPE_CHECKING:
     import numpy as np
     from torch import Tensor
 
+    from polymask.checkpoints.finetuned_meta import SavedTask
     from polymask.tasks.data.spec import TaskSpec
 
 
@@ -53,11 +54,11 @@ class Multiclass(TableTaskKind):
         return torch.softmax(logits, dim=-1).cpu().numpy()
 
     @classmethod
-    def prediction_columns(cls, task: dict[str, Any], outputs: np.ndarray) -> dict[str, Any]:
+    def prediction_columns(cls, task: "SavedTask", outputs: np.ndarray) -> dict[str, Any]:
         """``prob_<class>`` per class and ``predicted_<label>``, the most probable class."""
         return class_columns(task, outputs)
 
     @classmethod
-    def output_names(cls, task: dict[str, Any]) -> list[str]:
+    def output_names(cls, task: "SavedTask") -> list[str]:
         """One output per class."""
-        return list(task["class_names"])
+        return list(task.class_names)

@@ -10,6 +10,8 @@ if TYPE_CHECKING:
     import numpy as np
     from torch import Tensor
 
+    from polymask.checkpoints.finetuned_meta import SavedTask
+
 
 @register_task_kind("regression")
 class Regression(TableTaskKind):
@@ -51,9 +53,9 @@ class Regression(TableTaskKind):
         return {"mean": self.mean.tolist(), "std": self.std.tolist()}
 
     @classmethod
-    def prediction_columns(cls, task: dict[str, Any], outputs: np.ndarray) -> dict[str, Any]:
+    def prediction_columns(cls, task: "SavedTask", outputs: np.ndarray) -> dict[str, Any]:
         """``predicted_<label>`` in original units, one per target."""
-        return {f"predicted_{name}": outputs[:, i] for i, name in enumerate(task["label_names"])}
+        return {f"predicted_{name}": outputs[:, i] for i, name in enumerate(task.label_names)}
 
     @classmethod
     def exported_layer(cls, weight: "Tensor", bias: "Tensor",

@@ -12,6 +12,7 @@ from polymask.tasks.data.task_kind import TaskKind
 
 if TYPE_CHECKING:
     import numpy as np
+    from polymask.checkpoints.finetuned_meta import SavedTask
     from polymask.model.encoder import Encoder
     from polymask.model.heads import HeadKind, SequencePredictor
     from polymask.modalities.base import Modality
@@ -45,11 +46,11 @@ class TableTaskKind(TaskKind):
         return SequencePredictor(encoder, n_outputs, pooling, dropout, n_features, head)
 
 
-def class_columns(task: dict[str, Any], probabilities: np.ndarray) -> dict[str, Any]:
+def class_columns(task: "SavedTask", probabilities: np.ndarray) -> dict[str, Any]:
     """``prob_<class>`` per class and ``predicted_<label>``, the most probable class (empty for a rejected row, whose
     probabilities are NaN), of a task with one label column."""
     import numpy as np
-    labels, classes = task["label_names"], task["class_names"]
+    labels, classes = task.label_names, task.class_names
     rejected = np.isnan(probabilities).any(axis=1)
     columns: dict[str, Any] = {f"prob_{name}": probabilities[:, j] for j, name in enumerate(classes)}
     chosen = np.nan_to_num(probabilities).argmax(axis=1)
