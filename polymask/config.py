@@ -21,6 +21,7 @@ from polymask.registry import UnknownNameError, did_you_mean
 from polymask.resources import builtin_config, builtin_config_names
 from polymask.schema import ComponentConfig, StrictModel, validation_messages
 from polymask.tracking import Backend
+from polymask.yamlio import read_yaml
 
 SCIENTIFIC = re.compile(r"[-+]?(\d+\.?\d*|\.\d+)[eE][-+]?\d+")
 
@@ -235,13 +236,7 @@ def load_yaml(path_or_name: str | Path) -> dict[str, Any]:
             hint = did_you_mean(str(path_or_name).removesuffix(".yaml"), names) or f" built-in: {', '.join(names)}"
             raise ConfigError(f"config '{path_or_name}' is neither a file nor a built-in recipe;{hint}")
         path = builtin
-    try:
-        data = yaml.safe_load(path.read_text()) or {}
-    except yaml.YAMLError as exc:
-        raise ConfigError(f"{path}: not valid YAML: {exc}") from None
-    if not isinstance(data, dict):
-        raise ConfigError(f"{path}: a run config must be a mapping at the top level")
-    return data
+    return read_yaml(path, "a run config")
 
 
 def apply_override(raw: dict[str, Any], assignment: str) -> None:

@@ -8,7 +8,6 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Literal, get_args
 
-import yaml
 from pydantic import Field, ValidationError, field_validator, model_validator
 
 from polymask.errors import ConfigError
@@ -16,6 +15,7 @@ from polymask.registry import did_you_mean
 from polymask.resources import builtin_dir
 from polymask.schema import StrictModel
 from polymask.tasks.data.task_kind import TASK_KINDS, TaskKind
+from polymask.yamlio import read_yaml
 
 #: A benchmark's fine-tuning recipe, beside its task specs.
 RECIPE_FILE = "recipe.yaml"
@@ -162,7 +162,7 @@ def load_task_spec(key: str) -> TaskSpec:
     """Load and validate a task spec by key (``moleculenet/bbbp``) or path."""
     path = task_spec_path(key)
     try:
-        return TaskSpec.model_validate(yaml.safe_load(path.read_text()))
+        return TaskSpec.model_validate(read_yaml(path, "a task spec"))
     except ValidationError as exc:
         raise ConfigError(f"{path}: invalid task spec:\n  " + "\n  ".join(spec_errors(exc))) from None
 

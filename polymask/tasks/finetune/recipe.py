@@ -3,13 +3,12 @@ from __future__ import annotations
 
 from typing import Any
 
-import yaml
-
 from polymask.config import merge
 from polymask.errors import ConfigError
 from polymask.finetune_config import FinetuneConfig, finetune_settings
 from polymask.resources import builtin_dir
 from polymask.tasks.data.spec import RECIPE_FILE, task_names
+from polymask.yamlio import read_yaml
 
 
 def benchmark_recipe(benchmark: str) -> dict[str, Any]:
@@ -18,7 +17,7 @@ def benchmark_recipe(benchmark: str) -> dict[str, Any]:
     path = builtin_dir("tasks") / benchmark / RECIPE_FILE
     if not path.is_file():
         return {}
-    recipe = (yaml.safe_load(path.read_text()) or {}).get("finetune", {})
+    recipe = read_yaml(path, "a benchmark recipe").get("finetune", {})
     unknown = sorted(set(recipe) - set(FinetuneConfig.model_fields))
     if unknown:
         raise ConfigError(f"{path}: unknown fine-tuning settings {unknown}")
