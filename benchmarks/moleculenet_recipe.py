@@ -21,9 +21,9 @@ from typing import Any
 
 import yaml
 
+from polymask.benchmarking.api import run_benchmark_verb
+from polymask.benchmarking.runner import AVERAGED
 from polymask.builtin_models import checkpoint_path
-from polymask.tasks.api import run_benchmark_verb
-from polymask.tasks.benchmark.runner import AVERAGED
 
 TASKS = ["esol", "freesolv", "lipophilicity", "bbbp", "bace", "clintox", "tox21", "sider"]
 START: dict[str, Any] = {"lr": 2e-4, "epochs": 10, "patience": 3, "pooling": "mean", "dropout": 0.1,

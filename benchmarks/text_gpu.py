@@ -34,7 +34,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Callable
 
-from polymask.tasks.benchmark.runner import aggregate
+from polymask.benchmarking.runner import aggregate
 
 PM = [sys.executable, "-m", "polymask"]
 RECIPE = "text-mlm-corpus"

@@ -24,10 +24,10 @@ from welch_table import welch_table
 
 import numpy as np
 
+from polymask.benchmarking.pretraining_report import BASELINE, pretraining_sections
+from polymask.benchmarking.report import ARROW, _cell, write_report
+from polymask.benchmarking.runner import aggregate
 from polymask.jsonio import make_dir, number, write_text
-from polymask.tasks.benchmark.pretraining_report import BASELINE, pretraining_sections
-from polymask.tasks.benchmark.report import ARROW, _cell, write_report
-from polymask.tasks.benchmark.runner import aggregate
 from polymask.tasks.metrics.significance import welch_verdict
 
 SEARCHED = [MAIN, BASELINE]  # the rows run at every learning rate

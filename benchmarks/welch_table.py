@@ -18,7 +18,7 @@ from pathlib import Path
 
 import numpy as np
 
-from polymask.tasks.benchmark.report import reference_row
+from polymask.benchmarking.report import reference_row
 from polymask.tasks.metrics.scoring import METRICS
 from polymask.tasks.metrics.significance import welch_verdict
 

@@ -29,6 +29,7 @@ from typing import TYPE_CHECKING, Any
 __version__ = "0.1.0"
 
 _EXPORTS = {
+    "polymask.benchmarking.api": ("benchmark", "finetune", "load_task"),
     "polymask.config": ("DataConfig", "RunConfig", "TrainConfig", "build_run_config"),
     "polymask.errors": ("CheckpointError", "ConfigError", "DataError", "InvalidRecord", "PolymaskError"),
     "polymask.inference.model": ("FinetunedModel", "load_checkpoint", "load_model"),
@@ -36,7 +37,6 @@ _EXPORTS = {
     "polymask.modalities": ("MODALITIES", "Modality", "ModalityConfig", "register_modality"),
     "polymask.objectives": ("OBJECTIVES", "Objective", "ObjectiveConfig", "register_objective"),
     "polymask.registry": ("Registry",),
-    "polymask.tasks.api": ("benchmark", "finetune", "load_task"),
     "polymask.tasks.finetune.kinds": ("TASK_KINDS", "TableTaskKind", "TaskKind", "register_task_kind"),
     "polymask.training.trainer": ("train",),
 }
@@ -59,6 +59,7 @@ def __dir__() -> list[str]:
 
 
 if TYPE_CHECKING:
+    from polymask.benchmarking.api import benchmark, finetune, load_task
     from polymask.config import DataConfig, RunConfig, TrainConfig, build_run_config
     from polymask.errors import CheckpointError, ConfigError, DataError, InvalidRecord, PolymaskError
     from polymask.inference.model import FinetunedModel, load_checkpoint, load_model
@@ -66,6 +67,5 @@ if TYPE_CHECKING:
     from polymask.model import Encoder, EncoderConfig
     from polymask.objectives import OBJECTIVES, Objective, ObjectiveConfig, register_objective
     from polymask.registry import Registry
-    from polymask.tasks.api import benchmark, finetune, load_task
     from polymask.tasks.finetune.kinds import TASK_KINDS, TableTaskKind, TaskKind, register_task_kind
     from polymask.training.trainer import train

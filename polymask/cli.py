@@ -287,8 +287,8 @@ def _add_analyze(sub: argparse._SubParsersAction) -> None:
 
 
 def _add_tasks(sub: argparse._SubParsersAction) -> None:
+    from polymask.benchmarking.cli import add_commands
     from polymask.compare.cli import add_commands as add_compare
-    from polymask.tasks.cli import add_commands
 
     add_commands(sub)
     add_compare(sub)

@@ -10,12 +10,12 @@ from typing import Any
 
 import pytest
 
+from polymask.benchmarking.runner import aggregate, run_benchmark, run_cells
+from polymask.benchmarking.systems import System
 from polymask.cli import main
 from polymask.errors import ConfigError
 from polymask.locks import acquire
 from polymask.modalities import MODALITIES
-from polymask.tasks.benchmark.runner import aggregate, run_benchmark, run_cells
-from polymask.tasks.benchmark.systems import System
 from polymask.tracking import TrackedRun
 
 TASK = "dna/ecoli_promoters"
@@ -108,7 +108,7 @@ def test_a_cell_written_before_a_setting_existed_is_reused_while_the_setting_kee
 
 
 def test_the_data_identity_is_the_content_not_where_the_file_lies(tmp_path: Path, monkeypatch) -> None:
-    from polymask.tasks.benchmark.identity import data_identity
+    from polymask.benchmarking.identity import data_identity
     from polymask.tasks.data.loading import load_task
     from polymask.tasks.data.own_table import own_task_spec
 

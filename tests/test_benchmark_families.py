@@ -1,11 +1,11 @@
 """A benchmark family's reference baselines are found by the benchmark's name: the module
-``polymask.tasks.benchmark.families.<benchmark>``, if there is one; no table names the families."""
+``polymask.benchmarking.families.<benchmark>``, if there is one; no table names the families."""
 import pkgutil
 
+from polymask.benchmarking import families
+from polymask.benchmarking.systems import REFERENCES, reference_systems
 from polymask.finetune_config import FinetuneConfig
 from polymask.modalities import MODALITIES
-from polymask.tasks.benchmark import families
-from polymask.tasks.benchmark.systems import REFERENCES, reference_systems
 from polymask.tasks.data.spec import task_names
 
 BENCHMARKS = sorted({key.split("/")[0] for key in task_names()})

@@ -14,13 +14,13 @@ import yaml
 from conftest import ESOL_TARGET, moleculenet_rows, one_line_error, write_csv
 
 import polymask
+from polymask.benchmarking.constant import MEAN_ROW
+from polymask.benchmarking.systems import reference_systems
 from polymask.cli import main
 from polymask.errors import ConfigError, DataError
 from polymask.finetune_config import FinetuneConfig
 from polymask.modalities import MODALITIES
 from polymask.resources import builtin_dir
-from polymask.tasks.benchmark.constant import MEAN_ROW
-from polymask.tasks.benchmark.systems import reference_systems
 from polymask.tasks.data.loading import load_task
 from polymask.tasks.data.own_table import own_task_spec
 from polymask.tasks.data.spec import TaskSpec, chosen_tasks, task_names

@@ -1,10 +1,10 @@
 """A benchmark's fine-tuning recipe (tasks/<benchmark>/recipe.yaml) stands where the command line is silent."""
 import pytest
 
+from polymask.benchmarking.cli import given_settings
 from polymask.cli import build_parser
 from polymask.errors import ConfigError
 from polymask.finetune_config import FinetuneConfig
-from polymask.tasks.cli import given_settings
 from polymask.tasks.data.spec import task_names
 from polymask.tasks.finetune.recipe import benchmark_recipe, recipe_settings
 
@@ -53,7 +53,7 @@ def test_a_wrong_setting_for_one_task_is_named_before_any_cell_runs(settings, me
 def test_each_benchmark_cell_fine_tunes_at_its_task_s_learning_rate(tmp_path):
     from types import SimpleNamespace
 
-    import polymask.tasks.benchmark.systems as systems
+    import polymask.benchmarking.systems as systems
 
     used = {}
     kind = SimpleNamespace(finetune=lambda task, encoder, tokenizer, modality, settings, *rest: used.update(

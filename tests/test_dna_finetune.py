@@ -6,11 +6,11 @@ import random
 import numpy as np
 import pytest
 
+from polymask.benchmarking.families.dna import kmer_codes, kmer_logistic_regression, kmer_profiles
 from polymask.checkpoints.pretrained import read_checkpoint
 from polymask.cli import main
 from polymask.finetune_config import FinetuneConfig
 from polymask.modalities.dna import Dna, DnaConfig
-from polymask.tasks.benchmark.families.dna import kmer_codes, kmer_logistic_regression, kmer_profiles
 from polymask.tasks.data.loading import TaskSplit, load_task
 from polymask.tasks.data.spec import load_task_spec
 from polymask.tasks.finetune.tables import augmented_epochs, encode_split, finetune
@@ -129,7 +129,7 @@ def test_a_dna_table_declares_what_its_labels_are_invariant_to(tiny_checkpoint, 
     averaging vary strands and frames only where --invariant-to says the label allows it, and say so otherwise."""
     import gzip
 
-    from polymask.tasks.benchmark.own_data import nothing_to_vary
+    from polymask.benchmarking.own_data import nothing_to_vary
     from polymask.tasks.data.own_table import own_task_spec
     from tests.conftest import one_line_error
 

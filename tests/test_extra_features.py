@@ -6,10 +6,10 @@ import numpy as np
 import pytest
 
 import polymask
+from polymask.benchmarking.systems import row_name
 from polymask.checkpoints.finetuned_meta import SavedFeatures
 from polymask.cli import main
 from polymask.finetune_config import FinetuneConfig
-from polymask.tasks.benchmark.systems import row_name
 from polymask.errors import CheckpointError
 from polymask.tasks.finetune.features import CLIP, FEATURE_SETS, MoleculeFeatures, descriptor_columns
 from tests.conftest import one_line_error

@@ -119,7 +119,7 @@ def test_checkpoints_of_one_run_are_separate_rows_with_their_pretraining_tokens(
 
 
 def test_a_short_fine_tuning_reports_its_compute_in_seconds_not_zero_minutes(tiny_smiles_model):
-    from polymask.tasks.benchmark.report import duration
+    from polymask.benchmarking.report import duration
 
     report = (tiny_smiles_model.parents[3] / "results.md").read_text()  # out/cells/<system>/<task>/seed-N
     assert re.search(r"fine-tuning compute \d+\.\d s summed over all cells", report), report[:600]
@@ -128,7 +128,7 @@ def test_a_short_fine_tuning_reports_its_compute_in_seconds_not_zero_minutes(tin
 
 
 def test_the_compute_table_sums_seeds_per_task_and_row_and_lists_epochs_by_seed():
-    from polymask.tasks.benchmark.report import _compute_section
+    from polymask.benchmarking.report import _compute_section
 
     def cell(system, seed, seconds, **epochs):
         return {"system": system, "task": "dna/tf_2", "seed": seed, "time_s": seconds, **epochs}
@@ -143,7 +143,7 @@ def test_the_compute_table_sums_seeds_per_task_and_row_and_lists_epochs_by_seed(
 
 
 def test_precision_used_counts_fine_tuned_cells_once_not_their_test_time_averaged_rows():
-    from polymask.tasks.benchmark.report import precisions
+    from polymask.benchmarking.report import precisions
 
     cells = [{"system": "encoder", "best_epoch": 3, "precision": "bf16"},
              {"system": "encoder + test-time average", "best_epoch": 3, "precision": "bf16"},

@@ -12,11 +12,11 @@ import pytest
 from conftest import ESOL_TARGET, moleculenet_rows, one_line_error, write_csv
 
 import polymask
+from polymask.benchmarking.own_data import own_data_task
 from polymask.cli import main
 from polymask.data.records import normalize_record
 from polymask.errors import ConfigError, DataError, InvalidRecord
 from polymask.modalities import MODALITIES
-from polymask.tasks.benchmark.own_data import own_data_task
 from polymask.tasks.data.loading import load_task
 from polymask.tasks.data.own_table import OwnTable, _reads_negative, describe_own_task, own_task_spec, target_kind
 from polymask.tasks.finetune.recipe import benchmark_recipe

@@ -179,7 +179,7 @@ def test_benchmark_cli_reports_dev_scores_and_missing_tasks(tiny_text_checkpoint
 
 
 def test_majority_class_reference_scores_what_a_constant_scores(text, tmp_path):
-    from polymask.tasks.benchmark.constant import majority_class
+    from polymask.benchmarking.constant import majority_class
 
     wnli = load_task(load_task_spec("glue/wnli"), text, EXCERPTS)
     train_majority = float(wnli.train.labels.mean() >= 0.5)

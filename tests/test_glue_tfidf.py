@@ -8,11 +8,11 @@ from pathlib import Path
 import numpy as np
 import pytest
 
+from polymask.benchmarking.constant import majority_class
+from polymask.benchmarking.families.glue import ALPHA_GRID, C_GRID, tfidf_features, tfidf_linear, tuned
+from polymask.benchmarking.systems import REFERENCES
 from polymask.errors import ConfigError
 from polymask.modalities import MODALITIES
-from polymask.tasks.benchmark.constant import majority_class
-from polymask.tasks.benchmark.families.glue import ALPHA_GRID, C_GRID, tfidf_features, tfidf_linear, tuned
-from polymask.tasks.benchmark.systems import REFERENCES
 from polymask.tasks.data.loading import TaskData, TaskSplit, load_task
 from polymask.tasks.data.spec import load_task_spec
 

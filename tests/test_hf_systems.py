@@ -141,10 +141,10 @@ def test_a_folder_s_cells_are_not_reused_beside_a_checkpoint_that_varies_dna_ove
     """A folder's rows borrow the first checkpoint's modality: its k sets the frames augmentation and test-time
     averaging shift over (k=3: 6 variants of a window, k=6: 12), so a cell run beside a 6-mer checkpoint is not a
     cell beside a 3-mer one; pretraining's augmentation switches do not count, and a cell from before is trusted."""
+    from polymask.benchmarking.identity import reused_cell
+    from polymask.benchmarking.systems import hf_system, hf_untrained_system
     from polymask.errors import ConfigError
     from polymask.finetune_config import FinetuneConfig
-    from polymask.tasks.benchmark.identity import reused_cell
-    from polymask.tasks.benchmark.systems import hf_system, hf_untrained_system
 
     folder = load_hf_folder(save_bert(tmp_path / "dna-bert", "ACGTN"))
     config = FinetuneConfig(max_len=64, augment=True, test_time_average=True)

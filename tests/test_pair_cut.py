@@ -5,9 +5,9 @@ from pathlib import Path
 
 from tokenizers import Tokenizer, models, pre_tokenizers
 
+from polymask.benchmarking.identity import data_identity
 from polymask.data.model_inputs import encode_records, tokenize_normalised
 from polymask.modalities import MODALITIES
-from polymask.tasks.benchmark.identity import data_identity
 from polymask.tasks.data.loading import load_task
 from polymask.tasks.data.spec import TaskSpec, load_task_spec
 from polymask.tokenization import SPECIAL_TOKENS, add_special_token_processing, cut_encoding

@@ -3,7 +3,7 @@ import json
 
 import numpy as np
 
-from polymask.tasks.benchmark.pretraining_report import group_seed_means, pretraining_sections
+from polymask.benchmarking.pretraining_report import group_seed_means, pretraining_sections
 from polymask.tasks.metrics.significance import welch_verdict
 
 
@@ -70,7 +70,7 @@ def test_seed_noise_verdicts_cover_degenerate_scores():
 def test_an_averaged_row_is_tested_against_the_untrained_row_averaged_alike_and_its_twin_paired(tmp_path):
     """Test-time averaging lifts the untrained encoder too: its gain is not pretraining's. A row and its averaged
     twin are the same models read two ways, so their seeds pair."""
-    from polymask.tasks.benchmark.report import AVERAGED, reference_row
+    from polymask.benchmarking.report import AVERAGED, reference_row
 
     rows = table({"ckpt (mlm)": ([0.70, 0.71, 0.72], [1.30, 1.31, 1.32]),
                   "ckpt (mlm)" + AVERAGED: ([0.74, 0.75, 0.76], [1.26, 1.27, 1.28]),

@@ -40,7 +40,7 @@ def test_finetune_on_a_task_and_benchmark_from_python(tiny_smiles_run, tmp_path)
 
 
 def test_seeds_are_a_count_or_the_seeds_and_never_none():
-    from polymask.tasks.api import seed_list
+    from polymask.benchmarking.api import seed_list
 
     assert seed_list(3) == [0, 1, 2] and seed_list([4, 7]) == [4, 7]
     with pytest.raises(ConfigError, match="no fine-tuning seed"):

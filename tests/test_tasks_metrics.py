@@ -4,9 +4,9 @@ import torch
 from scipy import stats
 from sklearn import metrics as skm
 
+from polymask.benchmarking.report import _task_average
 from polymask.tasks.finetune.kinds.binary import Binary
 from polymask.tasks.finetune.kinds.regression import Regression
-from polymask.tasks.benchmark.report import _task_average
 from polymask.tasks.metrics.scoring import METRICS, better, score
 
 RNG = np.random.default_rng(0)

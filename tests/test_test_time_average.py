@@ -10,6 +10,8 @@ import torch
 from tokenizers import Tokenizer, models, trainers
 
 import polymask
+from polymask.benchmarking.report import write_report
+from polymask.benchmarking.runner import AVERAGED, aggregate, with_averaged_rows
 from polymask.checkpoints.finetuned import SaveTarget
 from polymask.checkpoints.pretrained import read_checkpoint
 from polymask.errors import ConfigError
@@ -17,8 +19,6 @@ from polymask.data.variants import encode_variants, expand_variants
 from polymask.finetune_config import FinetuneConfig
 from polymask.modalities.dna import COMPLEMENT, Dna, DnaConfig
 from polymask.modalities.smiles import TEST_TIME_ORDERS, Smiles, SmilesConfig
-from polymask.tasks.benchmark.report import write_report
-from polymask.tasks.benchmark.runner import AVERAGED, aggregate, with_averaged_rows
 from polymask.tasks.data.loading import TaskData, load_task, subset
 from polymask.tasks.data.spec import load_task_spec
 from polymask.tasks.finetune.tables import finetune

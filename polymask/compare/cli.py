@@ -5,9 +5,9 @@ import argparse
 from pathlib import Path
 from typing import Any
 
+from polymask.benchmarking.cli import RECIPE_STANDS_IN, add_data_dir_option
 from polymask.cli_options import add_model_options, add_plugin_option, given_fields
 from polymask.finetune_config import FinetuneConfig
-from polymask.tasks.cli import RECIPE_STANDS_IN, add_data_dir_option
 
 
 def cmd_compare(args: argparse.Namespace) -> int:

@@ -10,10 +10,10 @@ from typing import Any
 
 import numpy as np
 
+from polymask.benchmarking.report import average_groups, cell_seconds, duration, saved_models, seed_averages
 from polymask.compare.budget import Budget
 from polymask.jsonio import atomic_path, number, read_jsonl, write_json, write_text
 from polymask.runtime import machine
-from polymask.tasks.benchmark.report import average_groups, cell_seconds, duration, saved_models, seed_averages
 from polymask.tasks.metrics.scoring import METRICS
 from polymask.tasks.metrics.significance import NOISE_P, welch_verdict
 

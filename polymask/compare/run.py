@@ -8,6 +8,8 @@ import time
 from pathlib import Path
 from typing import Any
 
+from polymask.benchmarking.runner import run_benchmark
+from polymask.benchmarking.systems import checkpoint_system, reference_systems, untrained_system
 from polymask.checkpoints.pretrained import read_checkpoint, resolve_checkpoint
 from polymask.compare.budget import Budget
 from polymask.compare.pretrain import pretrain, run_config
@@ -19,8 +21,6 @@ from polymask.errors import ConfigError, RunBusy, one_line
 from polymask.finetune_config import FinetuneConfig
 from polymask.jsonio import make_dir, write_text
 from polymask.modalities import build_modality
-from polymask.tasks.benchmark.runner import run_benchmark
-from polymask.tasks.benchmark.systems import checkpoint_system, reference_systems, untrained_system
 from polymask.tasks.data.spec import benchmark_tasks, load_task_spec, task_names
 from polymask.tasks.finetune.recipe import recipe_settings
 

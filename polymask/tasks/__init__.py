@@ -1,5 +1,6 @@
 """Downstream tasks (specs in tasks/<benchmark>/*.yaml), by role: ``data`` (specs, loading, splits), ``finetune``
-(the loops and task kinds), ``metrics`` (scores, significance), ``benchmark`` (runner, rows, reports, families).
+(the loops and task kinds), ``metrics`` (scores, significance). The benchmark application over them (runner, rows,
+reports, families, the verbs) is ``polymask.benchmarking``.
 
 The built-in task kinds are registered here, before any module of the package runs, so that a task spec naming one
 validates wherever it is read (``tasks.data.task_kind`` holds the registry; the kinds import nothing heavy).

@@ -9,8 +9,8 @@ from typing import Any
 
 import numpy as np
 
+from polymask.benchmarking.report import AVERAGED, average_groups, incomplete_rows, reference_row, seed_averages
 from polymask.jsonio import atomic_path
-from polymask.tasks.benchmark.report import AVERAGED, average_groups, incomplete_rows, reference_row, seed_averages
 from polymask.tasks.metrics.scoring import METRICS
 from polymask.tasks.metrics.significance import NOISE_P, welch_verdict
 

@@ -11,7 +11,7 @@ from typing import Any
 import numpy as np
 from scipy import stats
 
-from polymask.tasks.benchmark.systems import Reference, reference_result
+from polymask.benchmarking.systems import Reference, reference_result
 from polymask.tasks.data.loading import TaskData
 from polymask.tasks.data.spec import TABLE_KINDS
 

@@ -9,12 +9,12 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Any, Sequence
 
+from polymask.benchmarking.runner import slug
 from polymask.checkpoints.pretrained import read_checkpoint
 from polymask.errors import ConfigError
 from polymask.finetune_config import FinetuneConfig
 from polymask.modalities import build_modality
 from polymask.modalities.base import Modality
-from polymask.tasks.benchmark.runner import slug
 from polymask.tasks.data.own_table import OwnTable, describe_own_task
 from polymask.tasks.data.spec import TaskSpec
 from polymask.tasks.finetune.hf_folder import is_hf_folder

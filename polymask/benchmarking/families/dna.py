@@ -16,8 +16,8 @@ from sklearn.linear_model import LogisticRegression
 from sklearn.preprocessing import StandardScaler
 from threadpoolctl import threadpool_limits
 
+from polymask.benchmarking.systems import REFERENCES, Reference, one_label_of, reference_result
 from polymask.errors import ConfigError
-from polymask.tasks.benchmark.systems import REFERENCES, Reference, one_label_of, reference_result
 from polymask.tasks.data.loading import TaskData
 from polymask.tasks.metrics.scoring import better, score
 

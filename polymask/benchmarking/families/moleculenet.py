@@ -7,7 +7,7 @@ from typing import Any
 import numpy as np
 from sklearn.ensemble import RandomForestClassifier, RandomForestRegressor
 
-from polymask.tasks.benchmark.systems import REFERENCES, Reference, reference_result
+from polymask.benchmarking.systems import REFERENCES, Reference, reference_result
 from polymask.tasks.data.loading import TaskData, TaskSplit
 from polymask.tasks.finetune.features import morgan_bits
 

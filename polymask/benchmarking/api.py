@@ -16,14 +16,14 @@ import sys
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Mapping, Sequence
 
+from polymask.benchmarking.constant import MEAN_ROW
+from polymask.benchmarking.own_data import default_out, own_data_task, own_table_note
+from polymask.benchmarking.runner import cell_path, report_settings, run_benchmark, slug
+from polymask.benchmarking.systems import pretrained_systems, reference_systems
 from polymask.builtin_models import checkpoint_path
 from polymask.errors import ConfigError
 from polymask.finetune_config import FinetuneConfig
 from polymask.modalities import MODALITIES
-from polymask.tasks.benchmark.constant import MEAN_ROW
-from polymask.tasks.benchmark.own_data import default_out, own_data_task, own_table_note
-from polymask.tasks.benchmark.runner import cell_path, report_settings, run_benchmark, slug
-from polymask.tasks.benchmark.systems import pretrained_systems, reference_systems
 from polymask.tasks.data.loading import TableSource, TaskData
 from polymask.tasks.data.loading import load_task as load_task_data
 from polymask.tasks.data.own_table import OwnTable

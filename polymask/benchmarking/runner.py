@@ -21,16 +21,16 @@ from typing import Any, Sequence
 
 import numpy as np
 
+from polymask.benchmarking.identity import data_identity, reused_cell
+from polymask.benchmarking.pretraining_report import pretraining_sections
+from polymask.benchmarking.report import AVERAGED, write_report
+from polymask.benchmarking.systems import System
 from polymask.checkpoints.finetuned import folder_bytes, is_finetuned
 from polymask.errors import ConfigError, RunBusy, TaskFileMissing
 from polymask.finetune_config import FinetuneConfig
 from polymask.jsonio import dumps, make_dir, write_json
 from polymask.locks import acquire
 from polymask.runtime import inner_progress, progress_bar
-from polymask.tasks.benchmark.identity import data_identity, reused_cell
-from polymask.tasks.benchmark.pretraining_report import pretraining_sections
-from polymask.tasks.benchmark.report import AVERAGED, write_report
-from polymask.tasks.benchmark.systems import System
 from polymask.tasks.data.spec import TaskSpec, as_task_spec
 from polymask.tasks.metrics.scoring import METRICS
 from polymask.tracking import TrackedRun

@@ -88,7 +88,7 @@ def one_label_of(kinds: Sequence[str]) -> Callable[[TaskSpec], bool]:
 
 REFERENCES: Registry[list[Reference]] = Registry("benchmark references")
 #: The package of the benchmark families' modules: ``<FAMILIES>.<benchmark>`` registers that benchmark's references.
-FAMILIES = "polymask.tasks.benchmark.families"
+FAMILIES = "polymask.benchmarking.families"
 
 
 def _finetuned(encoder_factory: Callable[[int], Encoder | HFEncoder], tokenizer: Tokenizer | HFTokenizer,

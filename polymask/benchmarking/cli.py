@@ -75,13 +75,13 @@ def add_table_options(parser: argparse.ArgumentParser, data_into: Any, alternati
 
 def table_of(args: argparse.Namespace) -> "OwnTable | None":
     """The user's table the command line gives (``--data`` and its options), or None."""
-    from polymask.tasks.api import TABLE_OPTIONS, own_table
+    from polymask.benchmarking.api import TABLE_OPTIONS, own_table
 
     return own_table(args.data, {name: getattr(args, name) for name in TABLE_OPTIONS})
 
 
 def cmd_finetune(args: argparse.Namespace) -> int:
-    from polymask.tasks.api import run_finetune
+    from polymask.benchmarking.api import run_finetune
 
     report, _ = run_finetune(args.checkpoint, args.task, table_of(args), given_settings(args), args.seeds, args.out,
                              args.data_dir, not args.quiet)
@@ -90,7 +90,7 @@ def cmd_finetune(args: argparse.Namespace) -> int:
 
 
 def cmd_benchmark(args: argparse.Namespace) -> int:
-    from polymask.tasks.api import run_benchmark_verb
+    from polymask.benchmarking.api import run_benchmark_verb
 
     folder = run_benchmark_verb(args.benchmark, args.checkpoint, args.tasks, args.seeds, not args.no_references,
                                 args.out, args.data_dir, not args.quiet, given_settings(args), args.finished_only,
