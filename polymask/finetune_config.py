@@ -54,7 +54,8 @@ class FinetuneConfig(StrictModel):
     dropout: float = Field(0.1, ge=0, lt=1, description="dropout before the head (and inside an mlp head)")
     weight_decay: float = Field(0.01, ge=0, description="AdamW weight decay")
     warmup_fraction: float = Field(0.06, ge=0, lt=1, description="fraction of steps with linear warm-up")
-    max_len: int = Field(256, ge=8, description="tokens per example; longer ones are truncated and counted")
+    max_len: int = Field(256, ge=8, description="tokens per example; a longer one is read from its first max_len "
+                                                "tokens and counted, here and wherever the saved model is applied")
     max_train_examples: int | None = Field(
         None, ge=1, description="cap on training examples (questions for SQuAD), a random subset; none: all")
     max_valid_examples: int | None = Field(

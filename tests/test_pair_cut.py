@@ -50,11 +50,11 @@ def test_a_pair_loses_its_longer_part_first_so_the_second_sentence_stays():
 def test_fine_tuning_and_predict_cut_a_pair_the_same_way():
     tokenizer, text = word_tokenizer(), MODALITIES.get("text")()
     pair = (words(0, 30), words(30, 4))
-    tuned, cut = tokenize_normalised([pair], text, tokenizer, 16)
+    tuned = tokenize_normalised([pair], text, tokenizer, 16)
     predicted = encode_records([pair], [None], text, tokenizer, 16)
-    assert cut == [True] and predicted.truncated == 1 and predicted.ids == tuned
+    assert tuned.cut == [True] and predicted.truncated == 1 and predicted.ids == tuned.ids
     hypothesis = [tokenizer.token_to_id(w) for w in WORDS[30:34]]
-    assert len(tuned[0]) == 16 and tuned[0][-5:-1] == hypothesis
+    assert len(tuned.ids[0]) == 16 and tuned.ids[0][-5:-1] == hypothesis
 
 
 def test_only_a_sentence_pair_tables_cells_record_how_they_are_cut():

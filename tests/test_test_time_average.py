@@ -63,7 +63,7 @@ def test_a_long_record_is_cut_to_the_window_a_model_reads_before_its_strands_are
     variants = expand_variants(encoded.records, k3, ["reverse_complement"])
     reverse = variants.inputs[1][0].translate(str.maketrans("ACGT", "TGCA"))[::-1]
     assert reverse == variants.inputs[0][0] == head[:294]  # both strands read the record's first 294 bases
-    assert tokenize_normalised([(head + tail,), (SEQUENCE,)], k3, tokenizer, 100)[1] == [True, False]
+    assert tokenize_normalised([(head + tail,), (SEQUENCE,)], k3, tokenizer, 100).cut == [True, False]
     split = first_windows(TaskSplit([(head + tail,), (SEQUENCE,)], np.zeros((2, 1))), k3, tokenizer, 100)
     assert [parts[0] for parts in split.inputs] == [head[:294], SEQUENCE]
 
@@ -82,7 +82,7 @@ def test_a_window_with_n_ends_where_the_tokens_do_so_both_strands_read_the_same_
     assert len(tokenizer.encode(k3.tokenizer_input(window)).ids) == 100  # [CLS] 98 tokens [SEP]: nothing cut
     assert k3.first_window("ACGTN" * 3, 100, tokenizer) == "ACGTN" * 3
     assert k3.first_window("ACGTT", 4, tokenizer) == "ACGT"  # ACG T | T
-    (forward, reverse), _ = tokenize_normalised([(record,), (window.translate(COMPLEMENT)[::-1],)], k3, tokenizer, 100)
+    forward, reverse = tokenize_normalised([(record,), (window.translate(COMPLEMENT)[::-1],)], k3, tokenizer, 100).ids
     assert forward == tokenizer.encode(k3.tokenizer_input(record[:294])).ids[:99] + forward[-1:]  # as before
     read = "".join(tokenizer.id_to_token(token) for token in reverse[1:-1])
     assert read.translate(COMPLEMENT)[::-1] == window  # the reverse strand reads exactly the forward strand's bases
@@ -139,10 +139,10 @@ def test_the_window_follows_the_tokenizer_not_the_config_so_a_saved_model_reads_
     tokenizer = named.load_tokenizer()
     window = named.first_window(record, 50, tokenizer)
     assert window == record[:53]  # 48 overlapping 6-mers
-    (forward, reverse), cut = tokenize_normalised([(record,), (window.translate(COMPLEMENT)[::-1],)], named,
-                                                  tokenizer, 50)
+    read = tokenize_normalised([(record,), (window.translate(COMPLEMENT)[::-1],)], named, tokenizer, 50)
+    forward, reverse = read.ids
     assert named.decode(tokenizer, reverse).translate(COMPLEMENT)[::-1] == named.decode(tokenizer, forward) == window
-    assert cut == [True, False]
+    assert read.cut == [True, False]
 
 
 def test_a_spec_naming_an_invariance_its_modality_does_not_know_is_refused(tmp_path):

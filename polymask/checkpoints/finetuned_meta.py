@@ -14,7 +14,7 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Any, Literal
 
-from pydantic import Field, SerializeAsAny, ValidationError
+from pydantic import Field, SerializeAsAny, ValidationError, model_validator
 
 from polymask.encoder_config import EncoderConfig, fill_legacy_defaults
 from polymask.errors import CheckpointError
@@ -89,7 +89,8 @@ class FinetunedMeta(StrictModel):
     modality: SerializeAsAny[ModalityConfig] = Field(description="the modality's options (its tokenizer is copied in)")
     encoder: SavedEncoder = Field(description="the encoder")
     pooling: Literal["cls", "mean"] = Field(description="how the head pools the final hidden states")
-    max_len: int = Field(ge=8, description="tokens per example")
+    max_len: int = Field(ge=8, description="tokens per example, fine-tuning's max_len: predict, embed and export read "
+                                           "a record's first max_len tokens")
     span: SavedSpan | None = Field(description="a span model's windows and answers; else null")
     extra_features: SavedFeatures | None = Field(None, description="molecular features the head also reads")
     metric: str = Field(description="the headline metric it was chosen on")
@@ -98,6 +99,13 @@ class FinetunedMeta(StrictModel):
     seed: int = Field(description="the fine-tuning seed")
     finetune: FinetuneConfig = Field(description="the settings it was fine-tuned with")
     pretrained: PretrainedSource = Field(description="where its encoder came from")
+
+    @model_validator(mode="after")
+    def _one_max_len(self) -> "FinetunedMeta":
+        if self.max_len != self.finetune.max_len:
+            raise ValueError(f"max_len {self.max_len} differs from finetune.max_len {self.finetune.max_len}; a model "
+                             f"reads records at the one length it was fine-tuned with")
+        return self
 
 
 def read_finetuned_meta(raw: Any, path: Path) -> FinetunedMeta:

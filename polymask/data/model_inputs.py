@@ -1,14 +1,15 @@
 """Records -> token ids for applying a model, and running a network over them in batches.
 
-Every record keeps its place: one the modality rejects (unparsable SMILES, empty, longer than the
-model for a modality whose records are never cut, as SMILES: half a molecule is another molecule) gets
-ids None and a reason, never disappears. Longer records of the other modalities (text, which
-pretraining packs and cuts; DNA, which it cuts into windows) are truncated as at fine-tuning, and counted.
+``tokenize_normalised`` is the one place a normalised record becomes the ids a model reads, on every path that
+applies one: fine-tuning and benchmark cells, ``predict`` and ``embed``. A record longer than the model is read from
+its first ``max_len`` tokens (DNA: its first window, ``Modality.first_window``), whatever its modality, and counted
+as truncated. ``encode_records`` (predict, embed) first checks and normalises each record; one the modality rejects
+(unparsable SMILES, empty) keeps its place with ids None and a reason, never disappears.
 """
 from __future__ import annotations
 
 import math
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from typing import Any, Callable, Iterable, Sequence
 
 import numpy as np
@@ -32,10 +33,12 @@ class Encoded:
 
     ids: list[list[int] | None]
     reasons: list[str | None]
-    truncated: int = 0
-    unknown: int = 0
-    #: each record's normalised input strings (None where rejected)
-    records: list[tuple[str, ...] | None] = field(default_factory=list)
+    #: how many records were longer than the model and read from their first ``max_len`` tokens
+    truncated: int
+    #: how many hold a token outside the vocabulary
+    unknown: int
+    #: each record as the model reads it, normalised and cut to its window (``model_windows``; None where rejected)
+    records: list[tuple[str, ...] | None]
 
     @property
     def accepted(self) -> np.ndarray:
@@ -79,57 +82,63 @@ def as_inputs(records: Any, columns: Sequence[str]) -> tuple[list[Inputs], list[
 
 def encode_records(inputs: Sequence[Inputs], reasons: Sequence[str | None], modality: Modality, tokenizer: Tokenizer,
                    max_len: int) -> Encoded:
-    """Check and normalise each record as training does (``normalize_record``), keep the window a model reads
-    (``Modality.first_window``) and tokenise it as at fine-tuning ([CLS] a [SEP] or [CLS] a [SEP] b [SEP]). Too long:
-    rejected if the modality never cuts a record (SMILES), else truncated."""
-    specials = SpecialIds.of(tokenizer)
+    """Check and normalise each record as training does (``normalize_record``; a rejected one keeps a reason) and
+    read the others as fine-tuning does (``tokenize_normalised``: an over-long record cut and counted)."""
+    unknown = SpecialIds.of(tokenizer).unk
     reasons = list(reasons)
-    prepared: list[tuple[str, ...] | None] = []
-    records: list[tuple[str, ...] | None] = []
-    windowed = [False] * len(inputs)
+    normalised: list[tuple[str, ...] | None] = []
     for index, parts in enumerate(inputs):
         try:
             if parts is None:
                 raise InvalidRecord(reasons[index] or "no value")
-            normalised = tuple(normalize_record(modality, part) for part in parts)
-            records.append(tuple(modality.first_window(part, max_len, tokenizer) for part in normalised))
-            windowed[index] = records[-1] != normalised
-            prepared.append(tuple(modality.tokenizer_input(part) for part in records[-1]))
+            normalised.append(tuple(normalize_record(modality, part) for part in parts))
         except InvalidRecord as exc:
-            records.append(None)
-            prepared.append(None)
+            normalised.append(None)
             reasons[index] = exc.reason
-    accepted = [i for i, parts in enumerate(prepared) if parts is not None]
-    encodings = tokenizer.encode_batch([prepared[i] if len(prepared[i]) == 2 else prepared[i][0] for i in accepted])
-    encoded = Encoded([None] * len(prepared), reasons, records=records)
-    for index, encoding in zip(accepted, encodings):
-        ids = encoding.ids
-        if len(ids) > max_len:
-            if modality.never_cuts:
-                reasons[index] = f"{len(ids)} tokens, more than the model's max_len {max_len}"
-                records[index] = None
-                continue
-            ids = cut_encoding(encoding, max_len)
-            encoded.truncated += 1
-        elif windowed[index]:
-            encoded.truncated += 1
-        encoded.unknown += specials.unk in ids
-        encoded.ids[index] = ids
+    accepted = [i for i, parts in enumerate(normalised) if parts is not None]
+    read = tokenize_normalised([normalised[i] for i in accepted], modality, tokenizer, max_len)
+    encoded = Encoded([None] * len(inputs), reasons, read.truncated, sum(unknown in ids for ids in read.ids),
+                      [None] * len(inputs))
+    for index, ids, window in zip(accepted, read.ids, read.windows):
+        encoded.ids[index], encoded.records[index] = ids, window
     return encoded
 
 
+@dataclass
+class Tokenised:
+    """Normalised records as a model reads them: their token ids, which were cut, and the text each id list holds."""
+
+    ids: list[list[int]]
+    #: which records were longer than the model (cut to their first ``max_len`` tokens, or their first window)
+    cut: list[bool]
+    #: each record cut to the window the model reads (``Modality.first_window``; the record itself for most)
+    windows: list[tuple[str, ...]]
+
+    @property
+    def truncated(self) -> int:
+        """How many records were cut."""
+        return sum(self.cut)
+
+
+def model_windows(inputs: Sequence[tuple[str, ...]], modality: Modality, tokenizer: Tokenizer,
+                  max_len: int) -> list[tuple[str, ...]]:
+    """Each part of each normalised record cut to the window a model of ``max_len`` tokens reads
+    (``Modality.first_window``: DNA cuts a long record before tokenising; other modalities keep it whole)."""
+    return [tuple(modality.first_window(text, max_len, tokenizer) for text in parts) for parts in inputs]
+
+
 def tokenize_normalised(inputs: Sequence[tuple[str, ...]], modality: Modality, tokenizer: Tokenizer,
-                        max_len: int) -> tuple[list[list[int]], list[bool]]:
-    """Token ids of records already normalised (a task's splits, their augmented or test-time variants), as
-    fine-tuning reads them: [CLS] a [SEP] or [CLS] a [SEP] b [SEP], cut to ``max_len`` by ``cut_encoding`` (the record
-    first cut to ``Modality.first_window``); and which were cut. Never normalised again: a randomised SMILES stays the atom
-    order it was drawn in."""
-    windows = [tuple(modality.first_window(text, max_len, tokenizer) for text in parts) for parts in inputs]
+                        max_len: int) -> Tokenised:
+    """The token ids of records already normalised (a task's splits, their augmented or test-time variants, the
+    records ``encode_records`` accepted): each cut to ``model_windows``, encoded [CLS] a [SEP] or [CLS] a [SEP] b
+    [SEP], and cut to ``max_len`` by ``cut_encoding`` (its first tokens; a pair's longer part loses its end first).
+    Never normalised again: a randomised SMILES stays the atom order it was drawn in."""
+    windows = model_windows(inputs, modality, tokenizer, max_len)
     prepared = [tuple(modality.tokenizer_input(text) for text in parts) for parts in windows]
     encodings = tokenizer.encode_batch([parts if len(parts) == 2 else parts[0] for parts in prepared])
     cut = [len(encoding.ids) > max_len or window != parts
            for encoding, window, parts in zip(encodings, windows, inputs)]
-    return [cut_encoding(encoding, max_len) for encoding in encodings], cut
+    return Tokenised([cut_encoding(encoding, max_len) for encoding in encodings], cut, windows)
 
 
 def run_batched(sequences: Sequence[list[int]], forward: Callable[[Batch, np.ndarray], np.ndarray], width: int,

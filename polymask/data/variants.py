@@ -50,17 +50,18 @@ def expand_variants(records: Sequence[tuple[str, ...]], modality: Modality,
 
 def encode_variants(records: Sequence[tuple[str, ...]], modality: Modality, tokenizer: Tokenizer, max_len: int,
                     invariances: Collection[str]) -> tuple[Variants, list[list[int]]]:
-    """``expand_variants`` and the token ids of each variant (``tokenize_normalised``); for a modality whose records
-    are never cut (SMILES: half a molecule is another molecule), less the variants cut to ``max_len`` where their
-    record is not (a randomised SMILES can run longer than the record). Each record keeps its first variant, itself."""
+    """``expand_variants`` and the token ids of each variant (``tokenize_normalised``), less, for a modality that
+    ``drops_cut_variants`` (SMILES), the variants cut to ``max_len`` where their record is not (a randomised SMILES
+    can run longer than the canonical record): a record read whole is never averaged with a cut copy of itself. Each
+    record keeps its first variant, itself; an over-long record, cut on every path, keeps all its variants."""
     variants = expand_variants(records, modality, invariances)
-    ids, cut = tokenize_normalised(variants.inputs, modality, tokenizer, max_len)
-    if not modality.never_cuts:
-        return variants, ids
-    cut = np.asarray(cut, dtype=bool)
+    read = tokenize_normalised(variants.inputs, modality, tokenizer, max_len)
+    if not modality.drops_cut_variants:
+        return variants, read.ids
+    cut = np.asarray(read.cut, dtype=bool)
     first = np.diff(variants.owner, prepend=-1) != 0  # owner is sorted: a record's variants are consecutive
     record_cut = np.zeros(variants.records, dtype=bool)
     record_cut[variants.owner[first]] = cut[first]
     kept = np.flatnonzero(first | ~cut | record_cut[variants.owner])
     return (Variants([variants.inputs[i] for i in kept], variants.owner[kept], variants.records),
-            [ids[i] for i in kept])
+            [read.ids[i] for i in kept])

@@ -39,17 +39,17 @@ def export_finetuned(path: Path, out: Path, overwrite: bool = False) -> ExportRe
     head = sequence_head(model.network.head.weight, model.network.head.bias, kind.name, kind.output_names(meta.task),
                          meta.pooling, meta.finetune.dropout, normalisation.get("mean"), normalisation.get("std"))
     texts = sample_records(model.modality, [])
-    batch = encode_padded(model.tokenizer, texts, meta.max_len) if texts else None
+    batch = encode_padded(model.tokenizer, texts, model.max_len) if texts else None
     pretrained, task = meta.pretrained, meta.task
     facts = CardFacts(
         source=str(path), modality=meta.modality.model_dump(mode="json", exclude_unset=True),
         objective={"name": pretrained.objective or "unknown"}, encoder=meta.encoder.config.model_dump(mode="json"),
-        data=f"pretrained checkpoint `{pretrained.checkpoint}`, fine-tuned on {task.key}", max_len=meta.max_len,
+        data=f"pretrained checkpoint `{pretrained.checkpoint}`, fine-tuned on {task.key}", max_len=model.max_len,
         vocab_size=meta.encoder.vocab_size, step=pretrained.step, max_steps=None,
         task={"key": task.key, "metric": meta.metric, "valid": meta.valid, "seed": meta.seed,
               "averaged_over": list(model.averaged_over), "input_columns": task.input_columns},
-        record_advice=model.modality.export_record_advice(meta.max_len))
-    result = write_export(out, model.encoder, model.modality.exported_tokenizer(model.tokenizer), meta.max_len,
+        record_advice=model.modality.export_record_advice(model.max_len))
+    result = write_export(out, model.encoder, model.modality.exported_tokenizer(model.tokenizer), model.max_len,
                           facts, batch, head=head, overwrite=overwrite)
     if model.averaged_over:
         result.notes.append(f"the head predicts one record at a time; polymask's model averages its predictions over "

@@ -62,7 +62,9 @@ def sample_records(modality: "Modality", paths: list[Path], column: str | None =
 
 
 def encode_padded(tokenizer: Tokenizer, texts: list[str], max_len: int) -> dict[str, torch.Tensor]:
-    """input_ids and attention_mask (B, L), right-padded; over-long inputs cut to ``max_len`` ending in [SEP]."""
+    """input_ids and attention_mask (B, L), right-padded, of tokenizer inputs (the export check's sample records, as
+    a transformers user hands them to the exported tokenizer): an over-long one keeps its first ``max_len`` tokens,
+    ending in [SEP], as `truncation=True` cuts it and as polymask reads a longer record (``data.model_inputs``)."""
     pad = tokenizer.token_to_id("[PAD]")
     rows = [cut_encoding(encoding, max_len) for encoding in tokenizer.encode_batch(texts)]
     width = max(len(ids) for ids in rows)

@@ -4,7 +4,8 @@ and ``HFFolderEncoder`` (embeddings), all reading records exactly as fine-tuning
 Records are a list of strings (tuples of two for a sentence-pair task), a pandas Series, or a DataFrame
 whose columns are found as ``polymask predict`` finds a file's (the model's input columns, else the modality's
 usual names, in any case). A record the modality rejects keeps its row: empty predictions, a
-NaN embedding, and the reason.
+NaN embedding, and the reason. A record longer than the model is read from its first ``max_len`` tokens, as at
+fine-tuning, and counted.
 """
 from __future__ import annotations
 
@@ -58,6 +59,8 @@ class AppliedEncoder:
         self.encoder = encoder.eval().to(self.device)
         self.tokenizer = tokenizer
         self.modality = modality
+        #: a longer record is read from its first ``max_len`` tokens and counted (``Encoded.truncated``): a fine-tuned
+        #: model's own (finetuned.json), a pretraining checkpoint's ``data.max_len``, a Hugging Face folder's
         self.max_len = max_len
         self.pooling = pooling
         self.input_columns = list(input_columns)

@@ -2,8 +2,9 @@
 
 A modality validates and canonicalises each record (``normalize``), optionally augments it when
 a batch is drawn (``augment``), owns a ``tokenizers.Tokenizer`` (built by ``build_tokenizer``,
-saved under ``tokenizers/<name>/``) and decides the masking unit (``mask_span``) and what happens
-to sequences longer than the model (``overflow``: cut into windows, or skip and report).
+saved under ``tokenizers/<name>/``) and decides the masking unit (``mask_span``) and what pretraining does
+with sequences longer than the model (``overflow``: cut into windows, or skip and report; a model applied to a
+longer record reads its first ``max_len`` tokens whatever the modality, ``data.model_inputs``).
 """
 from __future__ import annotations
 
@@ -37,7 +38,7 @@ class Modality:
 
     name: ClassVar[str]
     Config: ClassVar[type[ModalityConfig]] = ModalityConfig
-    #: "window": long sequences are cut into consecutive windows; "skip": reported and skipped.
+    #: Pretraining's corpus: "window": long sequences are cut into consecutive windows; "skip": reported and skipped.
     overflow: ClassVar[Literal["window", "skip"]] = "skip"
     #: True: records are concatenated and cut into full-length blocks (text); False: one per sequence.
     packed: ClassVar[bool] = False
@@ -62,9 +63,11 @@ class Modality:
     finetune_recipe: ClassVar[str | None] = None
 
     @property
-    def never_cuts(self) -> bool:
-        """Whether a record longer than the model is refused rather than cut: "skip" overflow, unless records are
-        packed (text, whose longer records a fine-tuned model reads the first ``max_len`` tokens of)."""
+    def drops_cut_variants(self) -> bool:
+        """Whether test-time averaging leaves out a variant that ``max_len`` cuts where its record fits
+        (``data.variants.encode_variants``): for records pretraining keeps whole ("skip" overflow, not packed), as
+        SMILES, whose randomised atom orders can run longer than the canonical record. About variants only: a record
+        longer than the model is read from its first ``max_len`` tokens on every path (``data.model_inputs``)."""
         return self.overflow == "skip" and not self.packed
 
     def __init__(self, config: ModalityConfig | None = None) -> None:
@@ -119,18 +122,15 @@ class Modality:
 
     def export_record_advice(self, max_len: int) -> str:
         """A model card's word on records: ``exported_tokenizer_note`` and what polymask does with a record longer
-        than ``max_len`` tokens."""
-        longer = (f"polymask refuses a record longer than {max_len} tokens (it never cuts one)."
-                  if self.never_cuts else
-                  f"polymask reads a longer record's first {max_len} tokens: tokenise with `truncation=True`.")
+        than ``max_len`` tokens, the same for every modality (``data.model_inputs``)."""
+        longer = f"polymask reads a longer record's first {max_len} tokens: tokenise with `truncation=True`."
         return " ".join(filter(None, (self.exported_tokenizer_note(), longer)))
 
     def first_window(self, text: str, max_len: int, tokenizer: Tokenizer) -> str:
         """The start of a normalised record that a model of ``max_len`` tokens reads ([CLS] ... [SEP]): cut before
         tokenising (a chromosome in a FASTA) and before variants are made (a reverse strand then reads the bases
         the forward one does). ``tokenizer``: the one the model reads with (DNA cuts where its ``max_len - 2``-th
-        token ends). The whole record by default (tokenised whole, then cut to ``max_len`` tokens where the
-        modality cuts records at all)."""
+        token ends). The whole record by default (tokenised whole, then cut to its first ``max_len`` tokens)."""
         return text
 
     def build_tokenizer(self, texts: Iterable[str], vocab_size: int | None = None) -> Tokenizer:

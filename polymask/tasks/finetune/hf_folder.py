@@ -85,7 +85,7 @@ class Encoded(NamedTuple):
 
 class HFTokenizer:
     """A transformers tokenizer where fine-tuning expects a ``tokenizers.Tokenizer``: ``encode_batch`` adds the
-    folder's own special tokens and never truncates (fine-tuning truncates to ``max_len`` and counts);
+    folder's own special tokens and never truncates (``data.model_inputs`` cuts to ``max_len`` and counts);
     ``token_to_id`` answers polymask's special-token names ([PAD], [SEP], ...) with the folder's own tokens
     (CLS falls back to BOS, SEP to EOS), which is how ``SpecialIds.of`` finds the padding and end ids."""
 

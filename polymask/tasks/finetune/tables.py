@@ -20,7 +20,7 @@ from torch import Tensor
 
 from polymask.checkpoints.finetuned import SaveTarget, save_finetuned
 from polymask.data.batching import Batch, BatchSampler, collate
-from polymask.data.model_inputs import run_batched, tokenize_normalised
+from polymask.data.model_inputs import model_windows, run_batched, tokenize_normalised
 from polymask.data.variants import encode_variants
 from polymask.errors import ConfigError
 from polymask.finetune_config import FinetuneConfig
@@ -50,14 +50,14 @@ class EncodedSplit:
 def first_windows(split: TaskSplit, modality: Modality, tokenizer: Tokenizer, max_len: int) -> TaskSplit:
     """The split with each input cut to what the model reads (``Modality.first_window``), so that augmentation and
     test-time variants are made of the same bases."""
-    return replace(split, inputs=[tuple(modality.first_window(part, max_len, tokenizer) for part in parts)
-                                  for parts in split.inputs])
+    return replace(split, inputs=model_windows(split.inputs, modality, tokenizer, max_len))
 
 
 def encode_split(split: TaskSplit, modality: Modality, tokenizer: Tokenizer, max_len: int) -> EncodedSplit:
-    """Token ids ([CLS] a [SEP] or [CLS] a [SEP] b [SEP]); over-long examples are truncated and counted."""
-    sequences, cut = tokenize_normalised(split.inputs, modality, tokenizer, max_len)
-    return EncodedSplit(sequences, split.labels, sum(cut))
+    """Token ids as every path that applies a model reads them (``tokenize_normalised``): over-long examples are read
+    from their first ``max_len`` tokens and counted."""
+    read = tokenize_normalised(split.inputs, modality, tokenizer, max_len)
+    return EncodedSplit(read.ids, split.labels, read.truncated)
 
 
 def augmented_epochs(split: TaskSplit, modality: Modality, tokenizer: Tokenizer, max_len: int, seed: int,
