@@ -114,6 +114,11 @@ def _set(raw: dict[str, Any], dotted: str, value: Any) -> None:
     ("modality.canonical", "maybe", "modality.canonical: Input should be a valid boolean"),
     ("modality.name", "protein", "the model's modality 'protein' is not registered; import the module"),
     ("format_version", 2, "format 'polymask-finetuned' version 2; this polymask reads polymask-finetuned up to 1"),
+    ("task.input_columns", [], "task.input_columns: List should have at least 1 item"),
+    ("normalisation", {"mean": [0.0]}, "normalisation: needs mean and std, got ['mean']"),
+    ("normalisation.mean", [0.0, 1.0], "normalisation: 2 means and 1 stds for 1 outputs"),
+    ("normalisation.std", [float("nan")], "normalisation: means must be finite numbers and stds positive ones"),
+    ("normalisation.std", [0.0], "normalisation: means must be finite numbers and stds positive ones"),
 ])
 def test_a_wrong_field_is_one_line_naming_the_file_and_the_field(field, value, words):
     raw = fixture("esol")
@@ -142,3 +147,18 @@ def test_predict_on_a_folder_with_a_wrong_field_says_so_in_one_line(tmp_path, ca
     records.write_text("smiles\nCCO\n")
     code = main(["predict", "--model", str(folder), "--data", str(records), "--out", str(tmp_path / "p.csv")])
     one_line_error(capsys, code, f"{folder}/finetuned.json", "task.n_outputs")
+
+
+def test_predict_on_a_folder_whose_normalisation_is_nan_refuses_it_in_one_line(tmp_path, capsys):
+    """NaN in a hand-edited finetuned.json (Python's json reads it) would make every prediction silently empty."""
+    raw = fixture("esol")
+    folder, _ = saved_folder(tmp_path / "nan", raw)
+    raw["normalisation"]["std"] = [float("nan")]
+    (folder / "finetuned.json").write_text(json.dumps(raw, indent=1))  # NaN as Python writes it
+    (folder / "manifest.json").unlink()
+    write_manifest(folder, {"format": "polymask-finetuned"})
+    records = tmp_path / "records.csv"
+    records.write_text("smiles\nCCO\n")
+    code = main(["predict", "--model", str(folder), "--data", str(records), "--out", str(tmp_path / "p.csv")])
+    one_line_error(capsys, code, f"{folder}/finetuned.json", "normalisation: means must be finite")
+    assert not (tmp_path / "p.csv").exists()

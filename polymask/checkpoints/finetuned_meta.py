@@ -11,6 +11,7 @@ since (``RETIRED_SETTINGS``) are dropped and encoder settings added since take t
 """
 from __future__ import annotations
 
+import math
 from pathlib import Path
 from typing import Any, Literal
 
@@ -36,7 +37,8 @@ class SavedTask(StrictModel):
     key: str = Field(description="the task's key, e.g. moleculenet/esol")
     kind: str = Field(description="its registered task kind (binary, multiclass, regression, span, ...)")
     problem_type: str = Field(description="the kind's problem type (TaskKind.problem_type)")
-    input_columns: list[str] = Field(description="the columns a record is read from")
+    input_columns: list[str] = Field(min_length=1, max_length=2,
+                                     description="the columns a record is read from (two: a pair)")
     label_names: list[str] = Field(description="the label columns it predicts")
     class_names: list[str] = Field(description="the classes it predicts ([] when none)")
     n_outputs: int = Field(ge=1, description="output units of its head")
@@ -105,6 +107,22 @@ class FinetunedMeta(StrictModel):
         if self.max_len != self.finetune.max_len:
             raise ValueError(f"max_len {self.max_len} differs from finetune.max_len {self.finetune.max_len}; a model "
                              f"reads records at the one length it was fine-tuned with")
+        return self
+
+    @model_validator(mode="after")
+    def _normalisation_per_output(self) -> "FinetunedMeta":
+        """A standardisation predictions can undo: a finite mean and a positive std for each output."""
+        scaling, outputs = self.normalisation, self.task.n_outputs
+        if scaling is None:
+            return self
+        if set(scaling) != {"mean", "std"}:
+            raise ValueError(f"normalisation: needs mean and std, got {sorted(scaling)}")
+        mean, std = scaling["mean"], scaling["std"]
+        if len(mean) != outputs or len(std) != outputs:
+            raise ValueError(f"normalisation: {len(mean)} means and {len(std)} stds for {outputs} outputs")
+        if not all(math.isfinite(value) for value in mean) or not all(0 < value < math.inf for value in std):
+            raise ValueError(f"normalisation: means must be finite numbers and stds positive ones, got mean {mean}, "
+                             f"std {std}")
         return self
 
 
