@@ -16,7 +16,7 @@ from conftest import ESOL_TARGET, moleculenet_rows, one_line_error, write_csv
 import polymask
 from polymask.benchmarking.constant import MEAN_ROW
 from polymask.benchmarking.systems import reference_systems
-from polymask.cli import main
+from polymask.cli import build_parser, main
 from polymask.errors import ConfigError, DataError
 from polymask.finetune_config import FinetuneConfig
 from polymask.modalities import MODALITIES
@@ -99,6 +99,14 @@ def test_split_column_faults_are_one_error(tmp_path, options, words):
     path = write_csv(tmp_path / "splice.csv", ["sequence", "label", "fold"], rows)
     with pytest.raises((ConfigError, DataError), match=words):
         own_task_spec(path, ["label"], MODALITIES.get("dna")(), **options)
+
+
+@pytest.mark.parametrize("verb", [["finetune", "--checkpoint", "run"], ["benchmark", "--checkpoint", "run"]])
+def test_a_repeated_target_or_invariance_adds_to_the_first(verb):
+    """--target a --target b predicts both: argparse alone would keep b and silently drop a."""
+    args = build_parser().parse_args([*verb, "--data", "t.csv", "--target", "a", "--target", "b", "c",
+                                      "--invariant-to", "shift", "--invariant-to", "reverse_complement"])
+    assert (args.target, args.invariant_to) == (["a", "b", "c"], ["shift", "reverse_complement"])
 
 
 # --- which tasks a benchmark is given --------------------------------------------------------------------------

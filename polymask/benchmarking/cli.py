@@ -52,8 +52,9 @@ def add_table_options(parser: argparse.ArgumentParser, data_into: Any, alternati
     data_into.add_argument("--data", type=Path, metavar="FILE",
                            help=f"your own table: .csv, .tsv, .jsonl or .parquet (optionally .gz), an input column and "
                                 f"the --target columns (default: none; give {alternatives})")
-    parser.add_argument("--target", nargs="+", metavar="COLUMN", help="with --data: the column(s) to predict "
-                                                                       "(default: none; required with --data)")
+    # extend: --target a --target b predicts both (argparse's default would keep only the last)
+    parser.add_argument("--target", nargs="+", action="extend", metavar="COLUMN",
+                        help="with --data: the column(s) to predict (repeatable; default: none; required with --data)")
     parser.add_argument("--input-column", metavar="COLUMN",
                         help="with --data: the column of inputs (default: the checkpoint modality's usual names, "
                              "e.g. smiles, SMILES, sequence, text)")
@@ -67,7 +68,7 @@ def add_table_options(parser: argparse.ArgumentParser, data_into: Any, alternati
     parser.add_argument("--split-column", metavar="COLUMN",
                         help="with --data: the column that names each row's split, train, valid or test (also "
                              "training, validation, val, dev; default: none, --split splits)")
-    parser.add_argument("--invariant-to", nargs="+", metavar="TRANSFORMATION",
+    parser.add_argument("--invariant-to", nargs="+", action="extend", metavar="TRANSFORMATION",
                         help="with --data: what the labels do not change under, which augmentation and test-time "
                              "averaging may vary (DNA: reverse_complement, shift; default: none, a label with a "
                              "strand and a position)")
