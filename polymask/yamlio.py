@@ -18,6 +18,8 @@ def read_yaml(path: Path, what: str) -> dict[str, Any]:
         data = yaml.safe_load(Path(path).read_text())
     except OSError as exc:
         raise ConfigError(f"{path}: unreadable ({exc.strerror or exc})") from None
+    except UnicodeDecodeError as exc:
+        raise ConfigError(f"{path}: not a YAML text file (byte {exc.start} is not UTF-8)") from None
     except yaml.YAMLError as exc:
         raise ConfigError(f"{path}{_where(exc)}: not valid YAML: {_problem(exc)}") from None
     if data is None:

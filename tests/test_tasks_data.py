@@ -1,9 +1,11 @@
 """Task specs, loading, invalid-input reporting and splits on the committed MoleculeNet files."""
 import numpy as np
 import pytest
+import yaml
 
 from polymask.errors import ConfigError, DataError
 from polymask.modalities import MODALITIES
+from polymask.resources import builtin_dir
 from polymask.tasks.data.loading import TaskSplit, deduplicate, load_task
 from polymask.tasks.data.spec import TaskSpec, load_task_spec, task_names
 from polymask.tasks.data.splits import SPLITTERS, bemis_murcko_scaffold
@@ -94,3 +96,22 @@ def test_other_label_merges_unlisted_string_classes(tmp_path):
     assert merged == {"CCO": 0.0, "CCN": 1.0, "CC=O": 2.0, "CCS": 2.0} and task.n_outputs == 3
     with pytest.raises(ValueError, match="other_label 'rest' must be one of label_values"):
         TaskSpec.model_validate({**raw, "other_label": "rest"})
+
+
+@pytest.mark.parametrize("change, words", [
+    ({"delimiter": ";;"}, "delimiter: String should have at most 1 character"),
+    ({"input_columns": []}, "input_columns: List should have at least 1 item"),
+    ({"input_columns": ["a", "b", "c"]}, "input_columns: List should have at most 2 items"),
+    ({"split": {"method": "random", "fractions": [0.5, 0.5, 0.5]}},
+     "split.fractions: the train/valid/test fractions must be at least 0 and add up to 1, not [0.5, 0.5, 0.5]"),
+    ({"metric": "rmes"}, "metric: unknown metric 'rmes'; did you mean 'rmse'?"),
+    ({"extra_metrics": ["mae", "r2"]}, "extra_metrics: unknown metric 'r2'"),
+])
+def test_a_task_yaml_the_loader_could_not_use_is_refused_naming_the_file(tmp_path, change, words):
+    """Each of these was a traceback when the task was read (csv, DeepChem's assert, an IndexError, a KeyError)."""
+    raw = {**yaml.safe_load((builtin_dir("tasks") / "moleculenet" / "esol.yaml").read_text()), **change}
+    path = tmp_path / "mine.yaml"
+    path.write_text(yaml.safe_dump(raw))
+    with pytest.raises(ConfigError) as error:
+        load_task_spec(str(path))
+    assert str(error.value).startswith(f"{path}: invalid task spec") and words in str(error.value)

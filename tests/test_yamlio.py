@@ -48,3 +48,10 @@ def test_the_command_line_reports_a_broken_recipe_in_one_line(tmp_path, capsys):
     path = tmp_path / "recipe.yaml"
     path.write_text(BROKEN)
     one_line_error(capsys, main(["train", "--config", str(path)]), str(path), "line 2, column 31", "not valid YAML")
+
+
+def test_a_file_that_is_not_text_is_one_line(tmp_path):
+    path = tmp_path / "task.yaml"
+    path.write_bytes(b"\xff\xfe\x00binary")
+    with pytest.raises(ConfigError, match=r"task.yaml: not a YAML text file \(byte 0 is not UTF-8\)$"):
+        load_task_spec(str(path))

@@ -47,6 +47,14 @@ class SplitSpec(StrictModel):
         None, gt=0, lt=1, description="predefined split without a valid file: hold out this fraction of the train "
                                       "file (seeded by seed) as the validation split")
 
+    @field_validator("fractions")
+    @classmethod
+    def _fractions_of_one(cls, fractions: tuple[float, float, float]) -> tuple[float, float, float]:
+        if min(fractions) < 0 or abs(sum(fractions) - 1) > 1e-7:
+            raise ValueError(f"the train/valid/test fractions must be at least 0 and add up to 1, not "
+                             f"{list(fractions)}")
+        return fractions
+
 
 class TaskSpec(StrictModel):
     """A downstream task."""
@@ -62,11 +70,13 @@ class TaskSpec(StrictModel):
     extra_test_files: dict[str, str] = Field(
         default_factory=dict, description="further evaluation sets (name -> file), scored like test at the best "
                                           "validation epoch and reported as <name>_<metric>")
-    delimiter: str = Field(",", description="field delimiter of the table files")
+    delimiter: str = Field(",", min_length=1, max_length=1, description="field delimiter of the table files (one "
+                                                                        "character)")
     column_names: list[str] | None = Field(
         None, description="names of the columns of header-less files (the first line is then data)")
     quoting: bool = Field(True, description="fields may be quoted as in CSV; false: quote characters are plain text")
-    input_columns: list[str] = Field(description="one column, or two for sentence pairs")
+    input_columns: list[str] = Field(min_length=1, max_length=2, description="one column, or two for sentence "
+                                                                              "pairs")
     label_columns: list[str] | Literal["rest"] = Field(
         description="label columns; 'rest' = every column that is not an input or ignored column")
     ignore_columns: list[str] = Field(default_factory=list, description="columns that are neither input nor label")
@@ -100,6 +110,17 @@ class TaskSpec(StrictModel):
     def _registered_kind(cls, kind: str) -> str:
         TASK_KINDS.get(kind)  # an unknown name lists the registered kinds
         return kind
+
+    @field_validator("metric", "extra_metrics")
+    @classmethod
+    def _known_metrics(cls, names: str | list[str]) -> str | list[str]:
+        from polymask.tasks.metrics.scoring import METRICS  # scipy and sklearn: only once a spec is read
+
+        unknown = next((name for name in ([names] if isinstance(names, str) else names) if name not in METRICS), None)
+        if unknown is not None:
+            raise ValueError(f"unknown metric '{unknown}';{did_you_mean(unknown, list(METRICS))} choose from: "
+                             f"{', '.join(METRICS)}")
+        return names
 
     @model_validator(mode="after")
     def _check(self) -> "TaskSpec":
