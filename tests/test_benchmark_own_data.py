@@ -171,6 +171,20 @@ def test_a_folder_of_task_yaml_files_is_benchmarked_like_a_table(esol_csv, tiny_
 
 
 @pytest.mark.integration
+def test_a_fine_tuning_that_diverges_is_n_a_in_the_report_not_a_traceback(esol_csv, tiny_smiles_run, tmp_path,
+                                                                          capsys):
+    """A learning rate that turns the loss NaN leaves the validation metric undefined at every epoch: the last epoch
+    stands, its scores null, and the report says n/a (it raised KeyError on the empty validation scores before)."""
+    out = tmp_path / "nan"
+    assert main(["benchmark", "--data", str(esol_csv), "--target", "logS", "--checkpoint", str(tiny_smiles_run),
+                 "--seeds", "1", "--no-references", "--set", "lr=1e30", "--out", str(out), *QUICK]) == 0
+    cell = json.loads(next((out / "cells").glob("*/*/seed-0.json")).read_text())
+    assert (cell["valid"], cell["test"], cell["best_epoch"]) == ({"rmse": None, "mae": None},
+                                                                 {"rmse": None, "mae": None}, 1)
+    assert f"| {CHECKPOINT_ROW} | n/a |" in capsys.readouterr().out
+
+
+@pytest.mark.integration
 def test_polymask_benchmark_from_python_takes_a_table_and_its_split_column(tiny_smiles_run, tmp_path):
     rows = moleculenet_rows("delaney-processed", ["smiles", ESOL_TARGET], 60)
     folds = ["test" if index % 10 == 0 else "valid" if index % 10 == 1 else "train" for index in range(60)]

@@ -30,7 +30,7 @@ def fit(model: nn.Module, config: FinetuneConfig, batches: Callable[[int], list[
         reporter: Reporter | None = None) -> Fitted:
     """AdamW with linear warm-up and decay over ``config.epochs`` epochs of ``batches(epoch)``; ``validate``
     after each epoch; stops after ``config.patience`` epochs without improving ``metric`` and restores the
-    best epoch's weights. Progress (epoch, step, validation metric) shows under a benchmark's bar; each epoch's
+    best epoch's weights (where ``metric`` was undefined at every epoch, NaN, the last epoch stands). Progress (epoch, step, validation metric) shows under a benchmark's bar; each epoch's
     mean training loss and validation metrics go to ``reporter`` (step: the epoch, from 1)."""
     parameters = [p for p in model.parameters() if p.requires_grad]
     optimizer = torch.optim.AdamW(parameters, lr=config.lr, weight_decay=config.weight_decay)
@@ -65,6 +65,7 @@ def fit(model: nn.Module, config: FinetuneConfig, batches: Callable[[int], list[
         if stale >= config.patience:
             break
     bar.close()
-    if best_state is not None:
-        model.load_state_dict(best_state)
+    if best_state is None:  # the metric was undefined at every epoch (a diverged loss): the last epoch stands
+        return Fitted(valid_metrics, epoch + 1, epoch + 1)
+    model.load_state_dict(best_state)
     return Fitted(best_valid, best_epoch + 1, epoch + 1)
