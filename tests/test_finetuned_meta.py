@@ -162,3 +162,18 @@ def test_predict_on_a_folder_whose_normalisation_is_nan_refuses_it_in_one_line(t
     code = main(["predict", "--model", str(folder), "--data", str(records), "--out", str(tmp_path / "p.csv")])
     one_line_error(capsys, code, f"{folder}/finetuned.json", "normalisation: means must be finite")
     assert not (tmp_path / "p.csv").exists()
+
+
+def test_weights_that_do_not_fit_the_stated_encoder_are_one_line(tmp_path, capsys):
+    """torch names every mismatched tensor on a line of its own; the error keeps the first."""
+    raw = fixture("esol")
+    folder, _ = saved_folder(tmp_path / "wider", raw)
+    raw["encoder"]["config"]["d_model"] = 32
+    (folder / "finetuned.json").write_text(jsonio.dumps(raw, indent=1))
+    (folder / "manifest.json").unlink()
+    write_manifest(folder, {"format": "polymask-finetuned"})
+    records = tmp_path / "records.csv"
+    records.write_text("smiles\nCCO\n")
+    code = main(["predict", "--model", str(folder), "--data", str(records), "--out", str(tmp_path / "p.csv")])
+    one_line_error(capsys, code, str(folder), "weights do not fit the configuration finetuned.json states",
+                   "size mismatch for encoder.")

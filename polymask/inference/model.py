@@ -178,8 +178,10 @@ class FinetunedModel(AppliedEncoder):
         self.head = self.kind.restore(meta.normalisation)  # the kind's prediction rule, as saved
         try:
             self.network.load_state_dict(loaded.weights)
-        except RuntimeError as exc:
-            raise CheckpointError(f"{folder}: weights do not fit the saved configuration ({exc})") from None
+        except RuntimeError as exc:  # torch lists every mismatch on a line of its own: the first says enough
+            first = next((line.strip() for line in str(exc).splitlines()[1:] if line.strip()), str(exc))
+            raise CheckpointError(f"{folder}: weights do not fit the configuration finetuned.json states ({first})") \
+                from None
         super().__init__(encoder, loaded.tokenizer, build_modality(meta.modality), meta.max_len, meta.pooling,
                          meta.task.input_columns, device)
         self.network.eval().to(self.device)
