@@ -15,6 +15,7 @@ from conftest import ESOL_TARGET, moleculenet_rows, one_line_error, write_csv
 
 import polymask
 from polymask.benchmarking.constant import MEAN_ROW
+from polymask.benchmarking.runner import distinct_tasks
 from polymask.benchmarking.systems import reference_systems
 from polymask.cli import build_parser, main
 from polymask.errors import ConfigError, DataError
@@ -23,7 +24,7 @@ from polymask.modalities import MODALITIES
 from polymask.resources import builtin_dir
 from polymask.tasks.data.loading import load_task
 from polymask.tasks.data.own_table import own_task_spec
-from polymask.tasks.data.spec import TaskSpec, chosen_tasks, task_names
+from polymask.tasks.data.spec import TaskSpec, chosen_tasks, load_task_spec, task_names
 
 pytestmark = pytest.mark.usefixtures("one_torch_thread")
 
@@ -131,6 +132,19 @@ def test_task_yaml_files_and_folders_stand_among_the_task_names(tmp_path):
 def test_a_task_that_is_nowhere_is_one_error(benchmark, names, words):
     with pytest.raises(ConfigError, match=words):
         chosen_tasks(benchmark, names)
+
+
+def test_two_different_tasks_of_one_key_are_refused_and_a_task_given_twice_runs_once():
+    """Their cells would share a folder: the second task's scores were the first's, shown twice (or, with the
+    built-in moleculenet/esol beside a YAML named like it, the built-in's column held the YAML's data)."""
+    esol = load_task_spec("moleculenet/esol")
+    mine = esol.model_copy(update={"files": {"all": "/data/mine.csv"}})
+    assert distinct_tasks([esol, esol]) == [esol]
+    for other in (mine, mine.model_copy(update={"name": "ESOL"})):  # cells are named in lower case
+        with pytest.raises(ConfigError, match=r"two different tasks would share their cells: moleculenet/esol \(files "
+                                              r"delaney-processed.csv\) and moleculenet/(esol|ESOL) \(files "
+                                              r"/data/mine.csv\); give one another name or benchmark"):
+            distinct_tasks([esol, other])
 
 
 # --- end to end: the command line and Python -------------------------------------------------------------------

@@ -3,7 +3,7 @@
 Each (system, task, seed) result is a JSON file under ``<out>/cells/``, and the fine-tuned model it
 chose on the validation split a folder next to it (``seed-N.json``, ``seed-N/``, which a rerun of the cell
 replaces); a rerun skips finished cells, so an interrupted benchmark resumes where it stopped. Two rows of one
-name would share cells, so they are refused. Each cell keeps its identity (the encoder's weights,
+name, or two different tasks of one key, would share cells, so they are refused. Each cell keeps its identity (the encoder's weights,
 the fine-tuning settings, a hash of the task's data): a finished cell that would now be run otherwise is an
 error naming what changed, never a stale score in a new table. A cell runs under a lock beside its file
 (``seed-N.lock``, removed when the cell ends): a second process on the same folder skips the cells
@@ -156,6 +156,19 @@ def require_distinct_rows(systems: list[System]) -> None:
                               f"share a name")
 
 
+def distinct_tasks(specs: list[TaskSpec]) -> list[TaskSpec]:
+    """``specs`` with a task given twice kept once; two different tasks whose cells would share a folder (one key,
+    e.g. a task YAML named as a built-in task, or keys that differ only in case or punctuation) are refused."""
+    seen: dict[str, TaskSpec] = {}
+    for spec in specs:
+        other = seen.setdefault(slug(spec.key), spec)
+        if other != spec:
+            raise ConfigError(f"two different tasks would share their cells: {other.key} (files "
+                              f"{', '.join(other.files.values())}) and {spec.key} (files "
+                              f"{', '.join(spec.files.values())}); give one another name or benchmark in its YAML")
+    return list(seen.values())
+
+
 def run_cells(systems: list[System], tasks: Sequence[str | TaskSpec], seeds: list[int], out: Path,
               data_dir: Path | None = None, progress: bool = True, missing_ok: bool = True,
               finished_only: bool = False) -> dict[str, Any]:
@@ -164,7 +177,7 @@ def run_cells(systems: list[System], tasks: Sequence[str | TaskSpec], seeds: lis
     ``finished_only``: run no cell; those not finished yet are listed under "unfinished" ({system, task, seed})."""
     require_distinct_rows(systems)
     started = time.perf_counter()
-    specs = [as_task_spec(task) for task in tasks]
+    specs = distinct_tasks([as_task_spec(task) for task in tasks])
     loaded, missing = _load_tasks(specs, systems, data_dir, missing_ok)
     details: dict[str, Any] = {}
     todo = [(s, spec, seed) for spec in specs if spec.key not in missing for s in systems for seed in seeds]
