@@ -12,7 +12,6 @@ import re
 from pathlib import Path
 from typing import Any, Literal
 
-import yaml
 from pydantic import Field, SerializeAsAny, ValidationError, model_validator
 
 from polymask.encoder_config import EncoderConfig
@@ -21,7 +20,7 @@ from polymask.registry import UnknownNameError, did_you_mean
 from polymask.resources import builtin_config, builtin_config_names
 from polymask.schema import ComponentConfig, StrictModel, validation_messages
 from polymask.tracking import Backend
-from polymask.yamlio import read_yaml
+from polymask.yamlio import parse_yaml_value, read_yaml
 
 SCIENTIFIC = re.compile(r"[-+]?(\d+\.?\d*|\.\d+)[eE][-+]?\d+")
 
@@ -254,7 +253,7 @@ def apply_override(raw: dict[str, Any], assignment: str) -> None:
             child = {}
         node[part] = child
         node = child
-    parsed = yaml.safe_load(value)
+    parsed = parse_yaml_value(value, f"--set {assignment}")
     if isinstance(parsed, str) and SCIENTIFIC.fullmatch(parsed):
         parsed = float(parsed)  # YAML 1.1 reads 3e-4 (no dot) as a string
     node[parts[-1]] = parsed

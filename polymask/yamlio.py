@@ -1,6 +1,6 @@
 """Every YAML file polymask reads goes through here: run recipes (``configs/``), task specs and benchmark recipes
-(``tasks/``). A file that is not YAML, or not a mapping, is one ``ConfigError`` line naming the file (and the line
-where YAML stopped)."""
+(``tasks/``), and the values of ``--set key=value``. A file that is not YAML, or not a mapping, is one
+``ConfigError`` line naming the file (and the line where YAML stopped)."""
 from __future__ import annotations
 
 from pathlib import Path
@@ -27,6 +27,15 @@ def read_yaml(path: Path, what: str) -> dict[str, Any]:
     if not isinstance(data, dict):
         raise ConfigError(f"{path}: {what} must be a mapping at the top level, not a {type(data).__name__}")
     return data
+
+
+def parse_yaml_value(text: str, where: str) -> Any:
+    """The value the YAML text ``text`` holds (a ``--set key=value``'s value); ``where`` names it in the
+    ``ConfigError`` when it is not YAML."""
+    try:
+        return yaml.safe_load(text)
+    except yaml.YAMLError as exc:
+        raise ConfigError(f"{where}: not valid YAML: {_problem(exc)}") from None
 
 
 def _where(error: yaml.YAMLError) -> str:

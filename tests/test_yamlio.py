@@ -55,3 +55,10 @@ def test_a_file_that_is_not_text_is_one_line(tmp_path):
     path.write_bytes(b"\xff\xfe\x00binary")
     with pytest.raises(ConfigError, match=r"task.yaml: not a YAML text file \(byte 0 is not UTF-8\)$"):
         load_task_spec(str(path))
+
+
+@pytest.mark.parametrize("verb", [["train"], ["finetune", "--task", "moleculenet/esol", "--checkpoint", "run"]])
+def test_a_set_value_that_is_not_yaml_is_one_line(verb, capsys):
+    """``--set key=value`` values are parsed as YAML: an unclosed list was a ParserError traceback."""
+    one_line_error(capsys, main([*verb, "--set", "train.lr=[1"]), "--set train.lr=[1", "not valid YAML",
+                   "while parsing a flow sequence")
