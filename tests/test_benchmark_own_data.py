@@ -199,6 +199,19 @@ def test_a_fine_tuning_that_diverges_is_n_a_in_the_report_not_a_traceback(esol_c
 
 
 @pytest.mark.integration
+def test_per_task_settings_must_name_the_table_s_task(esol_csv, tiny_smiles_run, tmp_path, capsys):
+    """No recipe check covers a table's task or tasks of no benchmark: a misspelt name changed nothing, silently."""
+    run = ["--checkpoint", str(tiny_smiles_run), *QUICK, "--out", str(tmp_path / "b")]
+    for verb in ("finetune", "benchmark"):
+        one_line_error(capsys, main([verb, "--data", str(esol_csv), "--target", "logS", "--set",
+                                     "task_settings={solubility: {lr: 1}}", *run]),
+                       "task_settings names no task of this run: solubility (its tasks: solubility-logS)")
+    with pytest.raises(ConfigError, match="task_settings names no task of this run: esl"):
+        polymask.benchmark(checkpoints=tiny_smiles_run, tasks=["moleculenet/esol"], seeds=1, out=tmp_path / "c",
+                           task_settings={"esl": {"lr": 1e-4}})
+
+
+@pytest.mark.integration
 def test_polymask_benchmark_from_python_takes_a_table_and_its_split_column(tiny_smiles_run, tmp_path):
     rows = moleculenet_rows("delaney-processed", ["smiles", ESOL_TARGET], 60)
     folds = ["test" if index % 10 == 0 else "valid" if index % 10 == 1 else "train" for index in range(60)]

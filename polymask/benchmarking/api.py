@@ -73,10 +73,20 @@ def own_table(data: str | Path | None, options: Mapping[str, Any]) -> OwnTable |
                     options.get("split"), options.get("split_column"), _names(options.get("invariant_to")))
 
 
+def _settings_name_tasks_run(config: FinetuneConfig, specs: Sequence[TaskSpec]) -> None:
+    """``ConfigError`` for ``task_settings`` naming a task that is not run (of a table or of tasks of no benchmark,
+    which no recipe check covers): a misspelt name would change nothing, silently."""
+    unknown = sorted(set(config.task_settings) - {spec.name for spec in specs})
+    if unknown:
+        raise ConfigError(f"task_settings names no task of this run: {', '.join(unknown)} (its tasks: "
+                          f"{', '.join(spec.name for spec in specs)})")
+
+
 def _own_data(table: OwnTable, checkpoints: Sequence[Path], given: dict[str, Any],
               progress: bool) -> tuple[Modality, TaskSpec, FinetuneConfig, str]:
     """``own_data_task`` and the line that says how the table was read (printed with ``progress``)."""
     modality, spec, config = own_data_task(table, checkpoints, given)
+    _settings_name_tasks_run(config, [spec])
     location = own_table_note(spec, modality, config)
     if progress:
         print(f"polymask: {location}", file=sys.stderr)
@@ -161,6 +171,8 @@ def run_benchmark_verb(name: str | None, checkpoints: Sequence[Path], tasks: Seq
         specs = [as_task_spec(key) for key in chosen_tasks(name, list(tasks) if tasks else None)]
         family = name or _tasks_family(specs)
         config = recipe_settings(name, given) if name else own_table_settings(family, given)
+        if not name:
+            _settings_name_tasks_run(config, specs)
         location, label = _data_location(data_dir), name or "-".join(dict.fromkeys(spec.benchmark for spec in specs))
     systems = pretrained_systems(list(checkpoints), config, specs, untrained=references)
     if references:
