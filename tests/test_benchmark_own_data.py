@@ -212,6 +212,17 @@ def test_per_task_settings_must_name_the_table_s_task(esol_csv, tiny_smiles_run,
 
 
 @pytest.mark.integration
+def test_checkpoints_of_two_modalities_are_refused(esol_csv, tiny_smiles_run, tiny_text_checkpoint, tmp_path,
+                                                   capsys):
+    """A text row keeps records a SMILES row rejects (or reads them otherwise): the rows were scored on different
+    examples, the report listing the first row's counts."""
+    code = main(["benchmark", "--data", str(esol_csv), "--target", "logS", "--checkpoint", str(tiny_smiles_run),
+                 "--checkpoint", str(tiny_text_checkpoint), "--out", str(tmp_path / "b"), *QUICK])
+    one_line_error(capsys, code, "checkpoints of 2 modalities", f"{tiny_smiles_run} (smiles)",
+                   f"{tiny_text_checkpoint} (text)")
+
+
+@pytest.mark.integration
 def test_polymask_benchmark_from_python_takes_a_table_and_its_split_column(tiny_smiles_run, tmp_path):
     rows = moleculenet_rows("delaney-processed", ["smiles", ESOL_TARGET], 60)
     folds = ["test" if index % 10 == 0 else "valid" if index % 10 == 1 else "train" for index in range(60)]

@@ -212,6 +212,16 @@ def _tasks_modality(specs: list[TaskSpec]) -> Modality:
     return MODALITIES.get(names[0])()
 
 
+def _one_modality(checkpoints: dict[Path, System]) -> None:
+    """Refuse polymask checkpoints of different modalities: each reads the records its own way (a DNA row drops the
+    SMILES a text row keeps), so their rows would be scored on different examples."""
+    names = {system.modality.name for system in checkpoints.values()}
+    if len(names) > 1:
+        shown = ", ".join(f"{path} ({system.modality.name})" for path, system in checkpoints.items())
+        raise ConfigError(f"checkpoints of {len(names)} modalities: {shown}; their rows would read the tasks' records "
+                          f"differently: benchmark one modality's checkpoints together")
+
+
 def pretrained_systems(paths: list[Path], config: FinetuneConfig, tasks: Sequence[str | TaskSpec],
                        untrained: bool = False) -> list[System]:
     """One row per ``--checkpoint`` path, in order: a polymask checkpoint, or a Hugging Face folder
@@ -226,6 +236,7 @@ def pretrained_systems(paths: list[Path], config: FinetuneConfig, tasks: Sequenc
                           f"({', '.join(table_kinds())}) only, not on {', '.join(spans)}")
     folders = [load_hf_folder(path) for path in hf_paths]
     ours = {path: checkpoint_system(path, config) for path in paths if path not in hf_paths}
+    _one_modality(ours)
     modality = next(iter(ours.values())).modality if ours else _tasks_modality(specs)
     theirs = {path: hf_system(folder, config, modality) for path, folder in zip(hf_paths, folders)}
     systems = [ours[path] if path in ours else theirs[path] for path in paths]
