@@ -119,6 +119,7 @@ def _set(raw: dict[str, Any], dotted: str, value: Any) -> None:
     ("normalisation.mean", [0.0, 1.0], "normalisation: 2 means and 1 stds for 1 outputs"),
     ("normalisation.std", [float("nan")], "normalisation: means must be finite numbers and stds positive ones"),
     ("normalisation.std", [0.0], "normalisation: means must be finite numbers and stds positive ones"),
+    ("pooling", "cls", "pooling cls differs from finetune.pooling mean"),
 ])
 def test_a_wrong_field_is_one_line_naming_the_file_and_the_field(field, value, words):
     raw = fixture("esol")
@@ -177,3 +178,10 @@ def test_weights_that_do_not_fit_the_stated_encoder_are_one_line(tmp_path, capsy
     code = main(["predict", "--model", str(folder), "--data", str(records), "--out", str(tmp_path / "p.csv")])
     one_line_error(capsys, code, str(folder), "weights do not fit the configuration finetuned.json states",
                    "size mismatch for encoder.")
+
+
+def test_a_span_model_s_window_settings_must_agree_with_those_it_was_fine_tuned_with():
+    raw = fixture("squad")
+    raw["span"]["doc_stride"] += 8
+    with pytest.raises(CheckpointError, match=r"squad.json: span \{.*\} differs from finetune.span"):
+        read_finetuned_meta(raw, FIXTURES / "squad.json")

@@ -103,10 +103,19 @@ class FinetunedMeta(StrictModel):
     pretrained: PretrainedSource = Field(description="where its encoder came from")
 
     @model_validator(mode="after")
-    def _one_max_len(self) -> "FinetunedMeta":
+    def _settings_agree(self) -> "FinetunedMeta":
+        """The settings recorded twice, at the top (which predict, embed and export read) and under ``finetune``,
+        are one: an edit to one copy would otherwise change nothing, or the model, silently."""
         if self.max_len != self.finetune.max_len:
             raise ValueError(f"max_len {self.max_len} differs from finetune.max_len {self.finetune.max_len}; a model "
                              f"reads records at the one length it was fine-tuned with")
+        if self.pooling != self.finetune.pooling:
+            raise ValueError(f"pooling {self.pooling} differs from finetune.pooling {self.finetune.pooling}; a model "
+                             f"pools the way it was fine-tuned")
+        windows = self.span.model_dump(exclude={"allow_no_answer"}) if self.span is not None else None
+        if windows is not None and windows != self.finetune.span.model_dump():
+            raise ValueError(f"span {windows} differs from finetune.span {self.finetune.span.model_dump()}; a model "
+                             f"windows contexts the way it was fine-tuned")
         return self
 
     @model_validator(mode="after")
