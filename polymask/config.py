@@ -238,8 +238,9 @@ def load_yaml(path_or_name: str | Path) -> dict[str, Any]:
     return read_yaml(path, "a run config")
 
 
-def apply_override(raw: dict[str, Any], assignment: str) -> None:
-    """Apply one ``dotted.key=value`` override in place; the value is parsed as YAML."""
+def apply_override(raw: dict[str, Any], assignment: str, where: str | None = None) -> None:
+    """Apply one ``dotted.key=value`` override in place; the value is parsed as YAML (one that is not is a
+    ``ConfigError`` naming ``where``, by default the ``--set``)."""
     key, sep, value = assignment.partition("=")
     if not sep or not key:
         raise ConfigError(f"override '{assignment}' is not of the form key=value")
@@ -253,7 +254,7 @@ def apply_override(raw: dict[str, Any], assignment: str) -> None:
             child = {}
         node[part] = child
         node = child
-    parsed = parse_yaml_value(value, f"--set {assignment}")
+    parsed = parse_yaml_value(value, where or f"--set {assignment}")
     if isinstance(parsed, str) and SCIENTIFIC.fullmatch(parsed):
         parsed = float(parsed)  # YAML 1.1 reads 3e-4 (no dot) as a string
     node[parts[-1]] = parsed

@@ -189,7 +189,7 @@ def test_compare_resolves_task_names_as_polymask_benchmark_does():
     (["--objectives", "mlm", "mlm=maelm:mask_prob=0.8"], "--objectives repeats mlm"),
     (["--objectives", "maelm=mlm:mask_prob=1.0"], "the label 'maelm' names the objective maelm with its defaults"),
     (["--objectives", "mlm,maelm:mask_prob=0.8"], "one variant per argument"),
-    (["--objectives", "mlm", "x=mlm:mask_prob=[1"], "the value of mask_prob is not readable"),
+    (["--objectives", "mlm", "x=mlm:mask_prob=[1"], "the value of mask_prob: not valid YAML"),
     (["--objectives", "mlm", "x=maelm:decoder_positions=absolute,decoder_max_positions=16"],
      "--objectives x: sequence of 128 positions exceeds the decoder's position table (16)"),
     (["--objectives", "mlm", "x=maelm:decoder_heads=3"], "--objectives x: decoder width"),

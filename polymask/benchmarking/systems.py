@@ -150,10 +150,10 @@ def checkpoint_system(path: Path, config: FinetuneConfig, loaded: LoadedCheckpoi
                   finetune_identity(_checkpoint_weights(checkpoint), config))
 
 
-def untrained_system(path: Path, config: FinetuneConfig) -> System:
-    """The same architecture and tokenizer as the checkpoint at ``path``, randomly initialised (per seed); a
-    reference row, so its fine-tuned models are not kept."""
-    checkpoint = read_checkpoint(path)
+def untrained_system(path: Path, config: FinetuneConfig, loaded: LoadedCheckpoint | None = None) -> System:
+    """The same architecture and tokenizer as the checkpoint at ``path`` (read unless ``loaded`` is it already),
+    randomly initialised (per seed); a reference row, so its fine-tuned models are not kept."""
+    checkpoint = loaded or read_checkpoint(path)
     modality = build_modality(checkpoint.run_config.modality)
 
     def fresh_encoder(seed: int) -> Encoder:
@@ -235,13 +235,14 @@ def pretrained_systems(paths: list[Path], config: FinetuneConfig, tasks: Sequenc
         raise ConfigError(f"{hf_paths[0]}: a Hugging Face folder is fine-tuned on table tasks "
                           f"({', '.join(table_kinds())}) only, not on {', '.join(spans)}")
     folders = [load_hf_folder(path) for path in hf_paths]
-    ours = {path: checkpoint_system(path, config) for path in paths if path not in hf_paths}
+    loaded = {path: read_checkpoint(path) for path in paths if path not in hf_paths}  # each read once, for both rows
+    ours = {path: checkpoint_system(path, config, checkpoint) for path, checkpoint in loaded.items()}
     _one_modality(ours)
     modality = next(iter(ours.values())).modality if ours else _tasks_modality(specs)
     theirs = {path: hf_system(folder, config, modality) for path, folder in zip(hf_paths, folders)}
     systems = [ours[path] if path in ours else theirs[path] for path in paths]
     if untrained:
-        systems.append(untrained_system(next(iter(ours)), config) if ours
+        systems.append(untrained_system(next(iter(ours)), config, loaded[next(iter(ours))]) if ours
                        else hf_untrained_system(folders[0], config, modality))
     return systems
 

@@ -187,9 +187,10 @@ def run_compare(modality: str, variants: list[Variant | str], budget: Budget, ou
     benchmark_reports = {}
     for benchmark, chosen in settings.items():
         keys = keys_of[benchmark]
-        systems = [checkpoint_system(path, chosen) for path in run_dirs]
+        loaded = [read_checkpoint(path) for path in run_dirs]  # each run read once, for its row and the untrained one
+        systems = [checkpoint_system(path, chosen, checkpoint) for path, checkpoint in zip(run_dirs, loaded)]
         if references:
-            systems += [untrained_system(run_dirs[0], chosen)] + reference_systems(benchmark, systems[0].modality,
+            systems += [untrained_system(run_dirs[0], chosen, loaded[0])] + reference_systems(benchmark, systems[0].modality,
                                                                                      chosen)
         report = run_benchmark(systems, keys, list(range(benchmark_seeds)), out / f"benchmark-{benchmark}",
                                f"{benchmark} benchmark ({budget.describe()})", data_dir,

@@ -12,7 +12,6 @@ import re
 from dataclasses import dataclass, field
 from typing import Any
 
-import yaml
 
 from polymask.config import apply_override
 from polymask.errors import ConfigError
@@ -55,11 +54,7 @@ def _options(text: str, objective: str, assignments: str) -> dict[str, Any]:
         if "=" not in assignment or key == "name":
             raise ConfigError(f"--objectives '{text}': '{assignment}' is not a KEY=VALUE option of {objective} "
                               f"(write [LABEL=]OBJECTIVE:KEY=VALUE,KEY=VALUE)")
-        try:
-            apply_override(options, assignment)
-        except yaml.YAMLError as exc:
-            raise ConfigError(f"--objectives '{text}': the value of {key} is not readable "
-                              f"({' '.join(str(exc).split())[:120]})") from None
+        apply_override(options, assignment, where=f"--objectives '{text}': the value of {key}")
     return options
 
 
