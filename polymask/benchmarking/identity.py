@@ -36,7 +36,10 @@ PAIR_CUT = "longest_first"
 def data_identity(task: Any) -> dict[str, Any]:
     """What a task's cells were computed on: its spec (where the files lie left out), each split's size and
     content hash, and for a sentence-pair table how its inputs are cut; a cell is reused only on the same data."""
-    spec = task.spec.model_dump_json(exclude=WHERE_NOT_WHAT)
+    exclude: dict[str, Any] = {field: True for field in WHERE_NOT_WHAT}
+    if task.spec.split.column is None:  # added with split columns: a spec without one hashes as its cells recorded
+        exclude["split"] = {"column"}
+    spec = task.spec.model_dump_json(exclude=exclude)
     splits = {"train": task.train, "valid": task.valid, "test": task.test, **getattr(task, "extra_tests", {})}
     identity = {"spec": hashlib.sha256(spec.encode()).hexdigest()[:16],
                 **{name: _split_identity(split) for name, split in splits.items()}}
