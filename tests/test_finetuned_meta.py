@@ -137,16 +137,22 @@ def test_a_missing_field_is_named():
         read_finetuned_meta(raw, FIXTURES / "esol.json")
 
 
-def test_predict_on_a_folder_with_a_wrong_field_says_so_in_one_line(tmp_path, capsys):
-    raw = fixture("esol")
-    raw["task"]["n_outputs"] = 0
-    folder, _ = saved_folder(tmp_path / "broken", {**raw, "task": {**raw["task"], "n_outputs": 1}})
-    (folder / "finetuned.json").write_text(jsonio.dumps(raw, indent=1))
+def predict_after_edit(tmp_path: Path, folder: Path, text: str) -> int:
+    """``polymask predict`` on ``folder`` after its finetuned.json was replaced by ``text`` (the manifest rewritten,
+    as a hand edit that keeps the folder loadable would); returns the exit code."""
+    (folder / "finetuned.json").write_text(text)
     (folder / "manifest.json").unlink()
     write_manifest(folder, {"format": "polymask-finetuned"})
     records = tmp_path / "records.csv"
     records.write_text("smiles\nCCO\n")
-    code = main(["predict", "--model", str(folder), "--data", str(records), "--out", str(tmp_path / "p.csv")])
+    return main(["predict", "--model", str(folder), "--data", str(records), "--out", str(tmp_path / "p.csv")])
+
+
+def test_predict_on_a_folder_with_a_wrong_field_says_so_in_one_line(tmp_path, capsys):
+    raw = fixture("esol")
+    raw["task"]["n_outputs"] = 0
+    folder, _ = saved_folder(tmp_path / "broken", {**raw, "task": {**raw["task"], "n_outputs": 1}})
+    code = predict_after_edit(tmp_path, folder, jsonio.dumps(raw, indent=1))
     one_line_error(capsys, code, f"{folder}/finetuned.json", "task.n_outputs")
 
 
@@ -155,12 +161,7 @@ def test_predict_on_a_folder_whose_normalisation_is_nan_refuses_it_in_one_line(t
     raw = fixture("esol")
     folder, _ = saved_folder(tmp_path / "nan", raw)
     raw["normalisation"]["std"] = [float("nan")]
-    (folder / "finetuned.json").write_text(json.dumps(raw, indent=1))  # NaN as Python writes it
-    (folder / "manifest.json").unlink()
-    write_manifest(folder, {"format": "polymask-finetuned"})
-    records = tmp_path / "records.csv"
-    records.write_text("smiles\nCCO\n")
-    code = main(["predict", "--model", str(folder), "--data", str(records), "--out", str(tmp_path / "p.csv")])
+    code = predict_after_edit(tmp_path, folder, json.dumps(raw, indent=1))  # NaN as Python writes it
     one_line_error(capsys, code, f"{folder}/finetuned.json", "normalisation: means must be finite")
     assert not (tmp_path / "p.csv").exists()
 
@@ -170,12 +171,7 @@ def test_weights_that_do_not_fit_the_stated_encoder_are_one_line(tmp_path, capsy
     raw = fixture("esol")
     folder, _ = saved_folder(tmp_path / "wider", raw)
     raw["encoder"]["config"]["d_model"] = 32
-    (folder / "finetuned.json").write_text(jsonio.dumps(raw, indent=1))
-    (folder / "manifest.json").unlink()
-    write_manifest(folder, {"format": "polymask-finetuned"})
-    records = tmp_path / "records.csv"
-    records.write_text("smiles\nCCO\n")
-    code = main(["predict", "--model", str(folder), "--data", str(records), "--out", str(tmp_path / "p.csv")])
+    code = predict_after_edit(tmp_path, folder, jsonio.dumps(raw, indent=1))
     one_line_error(capsys, code, str(folder), "weights do not fit the configuration finetuned.json states",
                    "size mismatch for encoder.")
 
