@@ -32,8 +32,8 @@ def learning_rate(step: int, config: TrainConfig, train_seconds: float = 0.0) ->
     schedule (``schedule_steps``: ``max_steps``, or where ``max_time`` will stop the run if sooner)."""
     if config.schedule == "constant" and step >= config.warmup_steps:
         return config.lr
-    total = schedule_steps(step, config, train_seconds) if step >= config.warmup_steps else config.max_steps
-    return config.lr * warmup_then_decay(step, config.warmup_steps, total, config.schedule, config.min_lr_ratio)
+    return config.lr * warmup_then_decay(step, config.warmup_steps, schedule_steps(step, config, train_seconds),
+                                         config.schedule, config.min_lr_ratio)
 
 
 def warmup_then_decay(step: int, warmup: int, total: int, shape: str = "linear", min_ratio: float = 0.0) -> float:
