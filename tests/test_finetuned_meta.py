@@ -181,3 +181,23 @@ def test_a_span_model_s_window_settings_must_agree_with_those_it_was_fine_tuned_
     raw["span"]["doc_stride"] += 8
     with pytest.raises(CheckpointError, match=r"squad.json: span \{.*\} differs from finetune.span"):
         read_finetuned_meta(raw, FIXTURES / "squad.json")
+
+
+@pytest.mark.parametrize("kind, task_edit, words", [
+    ("regression", {"label_names": ["measured log solubility in mols per litre", "logp"]},
+     "1 outputs for 2 label columns"),
+    ("binary", {"class_names": ["yes"]}, "a binary task names its two classes"),
+    ("multiclass", {"class_names": ["a", "b", "c"]}, "3 class_names for 1 outputs"),
+])
+def test_outputs_labels_and_classes_that_disagree_in_number_are_one_line(tmp_path, capsys, kind, task_edit, words):
+    """An edit that keeps the weights loadable but names more (or fewer) classes or labels than the head has outputs
+    would otherwise end in an IndexError, or in prediction columns under the wrong names."""
+    raw = fixture("esol")
+    raw["normalisation"] = raw["normalisation"] if kind == "regression" else None
+    raw["task"] = {**raw["task"], "kind": kind, "problem_type": TASK_KINDS.get(kind).problem_type,
+                   "class_names": [] if kind == "regression" else ["0", "1"]}
+    folder, _ = saved_folder(tmp_path / kind, raw)
+    raw["task"].update(task_edit)
+    code = predict_after_edit(tmp_path, folder, jsonio.dumps(raw, indent=1))
+    one_line_error(capsys, code, f"{folder}/finetuned.json", "task:", words)
+    assert not (tmp_path / "p.csv").exists()

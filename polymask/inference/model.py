@@ -18,8 +18,8 @@ import torch
 from tokenizers import Tokenizer
 
 from polymask.checkpoints.finetuned import read_finetuned
-from polymask.checkpoints.pretrained import LoadedCheckpoint
-from polymask.checkpoints.pretrained import read_checkpoint
+from polymask.checkpoints.finetuned_meta import SavedTask
+from polymask.checkpoints.pretrained import FINETUNED_META, LoadedCheckpoint, read_checkpoint
 from polymask.data.model_inputs import Encoded, Inputs, as_inputs, encode_records, run_batched
 from polymask.data.variants import encode_variants
 from polymask.errors import CheckpointError
@@ -42,12 +42,16 @@ if TYPE_CHECKING:
     import pandas as pd
 
 
-def kind_of(name: str) -> type[TaskKind]:
-    """The registered task kind a saved model names."""
+def kind_of(task: SavedTask, meta_file: Path) -> type[TaskKind]:
+    """The registered task kind a saved model's task names, checked against the task's outputs and classes."""
     try:
-        return TASK_KINDS.get(name)
+        kind = TASK_KINDS.get(task.kind)
+        kind.check_saved(task)
     except UnknownNameError as exc:
         raise CheckpointError(f"the model's task kind: {exc}; {REGISTER_FIRST}") from None
+    except ValueError as exc:
+        raise CheckpointError(f"{meta_file}: task: {exc}") from None
+    return kind
 
 
 class AppliedEncoder:
@@ -169,7 +173,7 @@ class FinetunedModel(AppliedEncoder):
         #: what the folder's ``finetuned.json`` says: the task, the settings it was fine-tuned with, ...
         self.meta = meta = loaded.meta
         encoder = Encoder(meta.encoder.config, meta.encoder.vocab_size)
-        self.kind = kind_of(meta.task.kind)
+        self.kind = kind_of(meta.task, loaded.folder / FINETUNED_META)
         #: the molecular features its head also reads (``extra_features`` at fine-tuning), else None
         self.features = MoleculeFeatures.from_saved(meta.extra_features) if meta.extra_features else None
         self.network: torch.nn.Module = self.kind.network(encoder, meta.task.n_outputs, meta.pooling, 0.0,

@@ -117,6 +117,11 @@ class TaskKind:
     # --- applying and exporting a saved model -------------------------------------------------------------------
 
     @classmethod
+    def check_saved(cls, task: "SavedTask") -> None:
+        """Raise ``ValueError`` saying what does not fit when a saved model's outputs, label columns and classes
+        (``finetuned.json``'s task, which may have been edited by hand) disagree in number; none checked by default."""
+
+    @classmethod
     def prediction_columns(cls, task: "SavedTask", outputs: np.ndarray) -> dict[str, Any]:
         """``predict``'s columns for the rows of ``outputs`` (``predict``'s values; NaN rows: rejected records,
         left empty); ``task`` is the saved model's task (``finetuned.json``'s)."""

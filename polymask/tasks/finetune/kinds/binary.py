@@ -36,6 +36,13 @@ class Binary(TableTaskKind):
     def class_names(cls, spec: "TaskSpec", n_outputs: int) -> list[str]:
         return list(spec.label_values or ["0", "1"])
 
+    @classmethod
+    def check_saved(cls, task: "SavedTask") -> None:
+        """One output per label column, and the two classes each output tells apart."""
+        super().check_saved(task)
+        if len(task.class_names) != 2:
+            raise ValueError(f"class_names {task.class_names}: a binary task names its two classes")
+
     def loss(self, logits: "Tensor", labels: "Tensor") -> "Tensor":
         import torch
 

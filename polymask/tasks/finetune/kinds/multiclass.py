@@ -43,6 +43,15 @@ class Multiclass(TableTaskKind):
     def class_names(cls, spec: "TaskSpec", n_outputs: int) -> list[str]:
         return list(spec.label_values or [str(i) for i in range(n_outputs)])
 
+    @classmethod
+    def check_saved(cls, task: "SavedTask") -> None:
+        """One label column, and one output per class."""
+        if len(task.label_names) != 1:
+            raise ValueError(f"label_names {task.label_names}: a multiclass task has one label column")
+        if len(task.class_names) != task.n_outputs:
+            raise ValueError(f"{len(task.class_names)} class_names for {task.n_outputs} outputs; a multiclass head "
+                             f"has one output per class")
+
     def loss(self, logits: "Tensor", labels: "Tensor") -> "Tensor":
         import torch
 

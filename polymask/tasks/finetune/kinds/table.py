@@ -45,6 +45,13 @@ class TableTaskKind(TaskKind):
 
         return SequencePredictor(encoder, n_outputs, pooling, dropout, n_features, head)
 
+    @classmethod
+    def check_saved(cls, task: "SavedTask") -> None:
+        """One output per label column (binary and regression)."""
+        if len(task.label_names) != task.n_outputs:
+            raise ValueError(f"{task.n_outputs} outputs for {len(task.label_names)} label columns "
+                             f"{task.label_names}; a {cls.name} head has one output per label column")
+
 
 def class_columns(task: "SavedTask", probabilities: np.ndarray) -> dict[str, Any]:
     """``prob_<class>`` per class and ``predicted_<label>``, the most probable class (empty for a rejected row, whose
