@@ -48,6 +48,10 @@ def _load_tasks(specs: list[TaskSpec], systems: list[System], data_dir: Path | N
     missing: dict[str, str] = {}
     for spec in specs:
         for system in systems:
+            if not system.modality.reads_tasks_of(spec.modality):
+                raise ConfigError(f"{spec.key} is a {spec.modality} task and {system.name} reads "
+                                  f"{system.modality.config.name} records: fine-tune a {spec.modality} checkpoint "
+                                  f"on it (polymask models lists the built-in ones)")
             key = (spec.key, system.modality.config.model_dump_json())
             if key in loaded or spec.key in missing:
                 continue

@@ -61,6 +61,9 @@ class Modality:
     #: The benchmark whose fine-tuning recipe (``tasks/<name>/recipe.yaml``, chosen on its validation splits) a
     #: user's own table of these records is fine-tuned with where the command line is silent; None: the defaults.
     finetune_recipe: ClassVar[str | None] = None
+    #: Modalities whose tasks it reads besides its own (a user's SMILES modality with another tokenizer reading
+    #: MoleculeNet: ``("smiles",)``); a task of any other modality is refused before fine-tuning.
+    task_modalities: ClassVar[tuple[str, ...]] = ()
 
     @property
     def drops_cut_variants(self) -> bool:
@@ -69,6 +72,10 @@ class Modality:
         SMILES, whose randomised atom orders can run longer than the canonical record. About variants only: a record
         longer than the model is read from its first ``max_len`` tokens on every path (``data.model_inputs``)."""
         return self.overflow == "skip" and not self.packed
+
+    def reads_tasks_of(self, modality: str) -> bool:
+        """Whether the tasks of ``modality`` (a task spec's ``modality``) are records this modality reads."""
+        return modality == self.name or modality in self.task_modalities
 
     def __init__(self, config: ModalityConfig | None = None) -> None:
         self.config = config if config is not None else self.Config(name=self.name)

@@ -164,6 +164,9 @@ class RawInputs(Modality):
     def augment(self, text: str, rng: random.Random) -> str:
         return self.inner.augment(text, rng)
 
+    def reads_tasks_of(self, modality: str) -> bool:
+        return self.inner.reads_tasks_of(modality)
+
     def augmented(self, invariances: Collection[str] = ()) -> "RawInputs":
         return RawInputs(self.inner.augmented(invariances))
 
