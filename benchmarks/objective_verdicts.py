@@ -5,6 +5,7 @@ pretraining seed, contrasts with a 95% interval over pretraining seeds, and the 
         docs/results/dna-gue/objectives-steps/h1-seeds --contrast "H1 mlm100 mlm" --contrast "H1 maelm1010 maelm" \
         --curve mlm maelm exlm --out docs/results/dna-gue/objectives-steps/verdicts
 
+A folder whose compare is still running is read from its finished runs and cells (a screen's first reading).
 A row is a compare variant (its label) at a budget (the folder's: N optimiser steps, or a time or a token count);
 the untrained and reference rows keep their benchmark names. Per pretraining seed, a row's score is the mean over the tasks every row finished,
 averaged over the fine-tuning seeds. A contrast "NAME A B" is A minus B at every budget both have, on validation
@@ -39,15 +40,47 @@ SPLITS = ("valid", "test")
 
 
 def _folder(path: Path) -> tuple[dict[str, Any], dict[str, Any]]:
-    compare = json.loads((path / "compare.json").read_text())
-    benchmarks = sorted(path.glob("benchmark-*/results.json"))
-    if len(benchmarks) != 1:
-        raise SystemExit(f"{path}: {len(benchmarks)} benchmark folders; this script reads compares of one benchmark")
-    results = json.loads(benchmarks[0].read_text())
+    """A finished compare's ``compare.json`` and benchmark ``results.json``; for a compare still running, the same
+    read off its finished runs and cells (``_in_progress``)."""
+    if (path / "compare.json").is_file():
+        compare = json.loads((path / "compare.json").read_text())
+        benchmarks = sorted(path.glob("benchmark-*/results.json"))
+        if len(benchmarks) != 1:
+            raise SystemExit(f"{path}: {len(benchmarks)} benchmark folders; this script reads compares of one "
+                             f"benchmark")
+        results = json.loads(benchmarks[0].read_text())
+    else:
+        compare, results = _in_progress(path)
     metrics = {cell["metric"] for cell in results["cells"]}
     if len(metrics) > 1:  # a mean over tasks would mix higher- and lower-is-better scores
         raise SystemExit(f"{path}: tasks with different metrics ({', '.join(sorted(metrics))}); one metric only")
     return compare, results
+
+
+def _in_progress(path: Path) -> tuple[dict[str, Any], dict[str, Any]]:
+    """What ``compare.json`` and ``results.json`` will hold, from a running compare's finished pretraining runs
+    (``pretrain/<label>-seed<N>/summary.json`` and ``plan.json``) and finished cells
+    (``benchmark-*/cells/<system>/<task>/seed-<N>.json``): the screen can be read before the compare ends."""
+    runs = []
+    for summary_path in sorted(path.glob("pretrain/*-seed*/summary.json")):
+        summary = json.loads(summary_path.read_text())
+        if summary.get("status") != "completed":
+            continue
+        plan = json.loads((summary_path.parent / "plan.json").read_text())
+        runs.append({"run_dir": str(summary_path.parent), "variant": summary_path.parent.name.rsplit("-seed", 1)[0],
+                     "objective": summary["objective"], "steps": summary["steps"], "tokens": summary["tokens"],
+                     "train_time_s": summary["train_time_s"], "plan": plan})
+    if not runs:
+        raise SystemExit(f"{path}: neither compare.json nor a finished pretraining run")
+    budgets = {(run["plan"]["budget"], run["plan"]["amount"]) for run in runs}
+    if len(budgets) != 1:
+        raise SystemExit(f"{path}: runs of {len(budgets)} budgets; one compare has one")
+    benchmarks = sorted(path.glob("benchmark-*/cells"))
+    if len(benchmarks) != 1:
+        raise SystemExit(f"{path}: {len(benchmarks)} benchmark folders; this script reads compares of one benchmark")
+    cells = [json.loads(cell.read_text()) for cell in sorted(benchmarks[0].glob("*/*/seed-*.json"))]
+    (kind, amount), = budgets
+    return {"budget": {"kind": kind, "amount": amount}, "runs": runs}, {"cells": cells}
 
 
 def budget_name(budget: dict[str, Any]) -> str:
@@ -144,6 +177,23 @@ def _p(value: float) -> str:
     return "–" if math.isnan(value) else ("< 0.001" if value < 0.001 else f"{value:.3f}")
 
 
+def _per_task_table(scores: dict) -> list[str]:
+    """Markdown lines: each row's validation score per task (mean over its pretraining and fine-tuning seeds, with
+    how many cells), every task any row has; the means above use only the tasks every row finished."""
+    tasks = sorted({task for seeds in scores.values() for splits in seeds.values()
+                    for by_task in splits["valid"].values() for task in by_task})
+    lines = ["", "Validation score per task (mean over every finished cell of the row, the number of cells in "
+             "brackets; – not yet run):", "",
+             "| row | budget | " + " | ".join(task.split("/")[-1] for task in tasks) + " |",
+             "|---|---|" + "---:|" * len(tasks)]
+    for (label, steps), seeds in scores.items():
+        values = [[by_task[task] for splits in seeds.values() for by_task in splits["valid"].values()
+                   if task in by_task] for task in tasks]
+        lines.append(f"| {label} | {steps} | " + " | ".join(
+            f"{np.mean(found):.3f} ({len(found)})" if found else "–" for found in values) + " |")
+    return lines
+
+
 def _plot_curve(summary: list[dict[str, Any]], labels: list[str], path: Path) -> None:
     import matplotlib
 
@@ -222,6 +272,7 @@ def main() -> None:
                      f"{e['valid_mean']:.3f} | {_number(e['valid_sd'])} | {e['valid_ft_sd']:.3f} | "
                      f"{', '.join(f'{v:.3f}' for v in e['valid_per_pretraining_seed'])} | {e['test_mean']:.3f} | "
                      f"{_number(e['test_sd'])} |")
+    lines += _per_task_table(scores)
     if contrasts:
         lines += ["", "Contrasts (A minus B; 95% interval over pretraining seeds from the pretraining-seed sd pooled "
                   "over the rows with several seeds at that budget, which assumes every row's seeds vary alike; "

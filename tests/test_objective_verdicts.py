@@ -52,3 +52,24 @@ def test_rows_gather_their_seeds_across_folders_and_a_shared_run_counts_once(ver
     assert costs[("mlm", "100 steps")]["seeds"] == [0, 1]
     per_pretraining, per_finetuning = verdicts.seed_means(scores[("mlm", "100 steps")], "valid", ["dna/t"])
     assert per_pretraining == pytest.approx([0.55, 0.75]) and per_finetuning == pytest.approx([0.6, 0.7])
+
+
+def test_a_running_compare_is_read_from_its_finished_runs_and_cells(verdicts, tmp_path):
+    """Before compare.json exists: completed runs only (an interrupted one is not a row), every finished cell."""
+    folder = tmp_path / "running"
+    for name, status in (("mlm-seed0", "completed"), ("mlm100-seed0", "completed"), ("exlm-seed0", "running")):
+        run = folder / "pretrain" / name
+        run.mkdir(parents=True)
+        (run / "summary.json").write_text(json.dumps({"status": status, "objective": "mlm",
+                                                      "steps": 50, "tokens": 500, "train_time_s": 5.0}))
+        (run / "plan.json").write_text(json.dumps({"budget": "steps", "amount": 50}))
+    for system, value in (("mlm-seed0 (mlm)", 0.5), ("mlm100-seed0 (mlm)", 0.4), ("no pretraining", 0.2)):
+        cell = folder / "benchmark-dna" / "cells" / system.split()[0] / "dna-t" / "seed-0.json"
+        cell.parent.mkdir(parents=True)
+        cell.write_text(json.dumps({"system": system, "task": "dna/t", "seed": 0, "metric": "mcc",
+                                    "valid": {"mcc": value}, "test": {"mcc": value}}))
+    scores, costs = verdicts.collect([folder])
+    assert set(scores) == {("mlm", "50 steps"), ("mlm100", "50 steps"), ("no pretraining", "50 steps")}
+    assert set(costs) == {("mlm", "50 steps"), ("mlm100", "50 steps")}
+    assert scores[("mlm100", "50 steps")][0]["valid"][0] == {"dna/t": 0.4}
+    assert "| mlm | 50 steps | 0.500 (1) |" in "\n".join(verdicts._per_task_table(scores))
