@@ -125,7 +125,7 @@ def test_the_loss_covers_exactly_the_selected_positions_with_their_true_tokens(n
 
 
 @pytest.mark.parametrize("split", [(0.5, 0.25), (0.0, 0.0)])
-def test_exlm_weighs_the_dag_and_the_shown_tokens_by_their_counts(split):
+def test_exlm_weighs_every_dag_target_and_shown_token_the_same(split):
     model = build("exlm", mask_ratio=0.3, mask_prob=split[0], random_prob=split[1])
     batch = ragged_batch()
     output = model(batch, torch.Generator().manual_seed(4))
@@ -138,9 +138,24 @@ def test_exlm_weighs_the_dag_and_the_shown_tokens_by_their_counts(split):
     from polymask.objectives.dag import dag_log_likelihood
 
     lengths = scores.expansion.target_lengths
-    dag = -(dag_log_likelihood(scores.emissions, scores.links, scores.expansion.state_counts, lengths) / lengths).mean()
-    token = F.cross_entropy(scores.shown_logits.float(), batch.input_ids[corruption.shown])
-    assert torch.allclose(output.loss, (masked * dag + shown * token) / (masked + shown), atol=1e-6)
+    dag = -dag_log_likelihood(scores.emissions, scores.links, scores.expansion.state_counts, lengths).sum()
+    token = F.cross_entropy(scores.shown_logits.float(), batch.input_ids[corruption.shown], reduction="sum")
+    assert torch.allclose(output.loss, (dag + token) / (masked + 2 * len(lengths) + shown), atol=1e-6)
+
+
+def test_exlm_without_shown_tokens_is_the_reference_criterion():
+    """Every selected token masked (the default): each row's negative log-likelihood over its target length,
+    averaged over rows, as the reference's criterion."""
+    from polymask.objectives.dag import dag_log_likelihood
+
+    model = build("exlm", mask_ratio=0.3)
+    batch = ragged_batch()
+    output = model(batch, torch.Generator().manual_seed(4))
+    scores = model.score(batch, model.corrupt(batch, torch.Generator().manual_seed(4)))
+    lengths = scores.expansion.target_lengths
+    log_likelihood = dag_log_likelihood(scores.emissions, scores.links, scores.expansion.state_counts, lengths)
+    assert scores.shown_logits.shape[0] == 0
+    assert torch.allclose(output.loss, -(log_likelihood / lengths).mean(), atol=1e-6)
 
 
 def test_exlm_shown_tokens_are_predicted_from_their_own_single_state():

@@ -11,9 +11,10 @@ target length and averaged over sequences, as the reference criterion does.
 
 With ``mask_prob`` below 1, the selected positions not masked show a random token (``random_prob``)
 or their own; they stay single states (state index 0) and the LM head predicts each from its own
-state with cross-entropy. The two losses are weighted by the tokens they predict: (n_masked x DAG
-loss + n_shown x token loss) / (n_masked + n_shown), the DAG loss being a per-target mean already,
-so every selected token weighs about the same, as in MLM.
+state with cross-entropy. Every target then weighs the same, as in MLM: (the DAG's negative
+log-likelihoods summed over rows + the shown tokens' cross-entropies summed) / (the DAG targets, each
+row's masked tokens and its [CLS] and [SEP], + the shown tokens). Without shown tokens the loss is
+the reference's per-row mean.
 
 Masked-token accuracy: a masked token counts as correct when the state that emits it on the
 Viterbi (most probable) path of the DAG predicts it as its argmax; a shown one by its own argmax.
@@ -157,7 +158,7 @@ class ExLM(Objective):
         return scores.log_probs.gather(1, path[..., None].expand(-1, -1, vocab))[masked]
 
     def forward(self, batch: Batch, generator: torch.Generator) -> ObjectiveOutput:
-        """DAG loss over the masked tokens and cross-entropy over the shown ones, weighted by their counts;
+        """DAG loss over the masked tokens and cross-entropy over the shown ones, each target weighing the same;
         accuracy from the Viterbi-aligned states' argmax (masked) and the own state's argmax (shown)."""
         corruption = self.corrupt(batch, generator)
         scores = self.score(batch, corruption)
@@ -165,12 +166,13 @@ class ExLM(Objective):
         lengths = expansion.target_lengths
         with torch.autocast(batch.input_ids.device.type, enabled=False):
             log_likelihood = dag_log_likelihood(scores.emissions, scores.links, expansion.state_counts, lengths)
-        loss = -(log_likelihood / lengths).mean()
         masked_count, shown_count = int(corruption.masked.sum()), int(corruption.shown.sum())
         shown_targets = batch.input_ids[corruption.shown]
-        if shown_count:
-            shown_loss = F.cross_entropy(scores.shown_logits.float(), shown_targets)
-            loss = (masked_count * loss + shown_count * shown_loss) / (masked_count + shown_count)
+        if shown_count:  # every target, of the DAG or a shown token, weighs the same
+            shown_loss = F.cross_entropy(scores.shown_logits.float(), shown_targets, reduction="sum")
+            loss = (shown_loss - log_likelihood.sum()) / (lengths.sum() + shown_count)
+        else:  # the reference's criterion: each row's per-target mean, averaged over rows
+            loss = -(log_likelihood / lengths).mean()
         with torch.no_grad():
             path, masked = self.aligned_states(scores)
             predicted = scores.log_probs.argmax(dim=-1).gather(1, path)[masked]
