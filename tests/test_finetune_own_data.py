@@ -13,6 +13,7 @@ from conftest import ESOL_TARGET, moleculenet_rows, one_line_error, write_csv
 
 import polymask
 from polymask.benchmarking.own_data import own_data_task
+from polymask.benchmarking.systems import read_polymask_checkpoints
 from polymask.cli import main
 from polymask.data.records import normalize_record
 from polymask.errors import ConfigError, DataError, InvalidRecord
@@ -237,7 +238,8 @@ def test_finetune_on_my_csv_then_predict(esol_csv, tiny_smiles_run, tmp_path):
 def test_a_table_of_molecules_gets_the_moleculenet_recipe_under_the_given_options(esol_csv, tiny_smiles_run):
     """The recipe chosen on MoleculeNet's validation splits, not the generic defaults, unless an option says so."""
     recipe = benchmark_recipe("moleculenet")
-    modality, spec, config = own_data_task(OwnTable(esol_csv, ("logS",)), [tiny_smiles_run], {"epochs": 2})
+    modality, spec, config = own_data_task(OwnTable(esol_csv, ("logS",)), [tiny_smiles_run],
+                                           read_polymask_checkpoints([tiny_smiles_run]), {"epochs": 2})
     assert (config.lr, config.patience, config.epochs) == (recipe["lr"], recipe["patience"], 2)
     assert modality.finetune_recipe == "moleculenet" and spec.kind == "regression"
     assert config.task_settings == {}  # the recipe's per-task settings name MoleculeNet's tasks, not this one
@@ -293,3 +295,17 @@ def test_task_and_data_are_mutually_exclusive(argv, words, capsys):
         main(["finetune", *argv, "--target", "y", "--checkpoint", "runs/x"])
     assert stop.value.code == 2
     assert capsys.readouterr().err.strip().splitlines()[-1].endswith(words)
+
+
+@pytest.mark.integration
+def test_a_table_benchmark_reads_each_checkpoint_once(esol_csv, tiny_smiles_run, monkeypatch, tmp_path):
+    """The table's modality and the rows come from one read of each checkpoint (every file's checksum)."""
+    from polymask.benchmarking import api
+    from polymask.checkpoints import pretrained
+
+    reads, verify = [], pretrained.verify_checkpoint
+    monkeypatch.setattr(pretrained, "verify_checkpoint", lambda folder: reads.append(folder) or verify(folder))
+    monkeypatch.setattr(api, "run_benchmark", lambda *args, **kwargs: None)
+    api.run_benchmark_verb(None, [tiny_smiles_run], None, 1, True, tmp_path / "out", None, False, {"epochs": 1},
+                           table=OwnTable(esol_csv, ("logS",)))
+    assert len(reads) == 1

@@ -19,8 +19,9 @@ from typing import TYPE_CHECKING, Any, Mapping, Sequence
 from polymask.benchmarking.constant import MEAN_ROW
 from polymask.benchmarking.own_data import default_out, own_data_task, own_table_note
 from polymask.benchmarking.runner import cell_path, report_settings, run_benchmark, slug
-from polymask.benchmarking.systems import pretrained_systems, reference_systems
+from polymask.benchmarking.systems import pretrained_systems, read_polymask_checkpoints, reference_systems
 from polymask.builtin_models import checkpoint_path
+from polymask.checkpoints.pretrained import LoadedCheckpoint
 from polymask.errors import ConfigError
 from polymask.finetune_config import FinetuneConfig
 from polymask.modalities import MODALITIES
@@ -82,10 +83,10 @@ def _settings_name_tasks_run(config: FinetuneConfig, specs: Sequence[TaskSpec]) 
                           f"{', '.join(spec.name for spec in specs)})")
 
 
-def _own_data(table: OwnTable, checkpoints: Sequence[Path], given: dict[str, Any],
-              progress: bool) -> tuple[Modality, TaskSpec, FinetuneConfig, str]:
+def _own_data(table: OwnTable, checkpoints: Sequence[Path], loaded: dict[Path, LoadedCheckpoint],
+              given: dict[str, Any], progress: bool) -> tuple[Modality, TaskSpec, FinetuneConfig, str]:
     """``own_data_task`` and the line that says how the table was read (printed with ``progress``)."""
-    modality, spec, config = own_data_task(table, checkpoints, given)
+    modality, spec, config = own_data_task(table, checkpoints, loaded, given)
     _settings_name_tasks_run(config, [spec])
     location = own_table_note(spec, modality, config)
     if progress:
@@ -100,12 +101,14 @@ def run_finetune(checkpoint: Path, task: str | TaskSpec | None, table: OwnTable 
     (exactly one of them), ``given`` settings over the recipe; ``polymask finetune``'s path."""
     if (task is None) == (table is None):
         raise ConfigError("give a task or your own table (data and its target columns), not both")
+    loaded = None  # pretrained_systems reads it, unless the table's modality needed it first
     if table is not None:
-        _, spec, config, location = _own_data(table, [checkpoint], given, progress)
+        loaded = read_polymask_checkpoints([checkpoint])
+        _, spec, config, location = _own_data(table, [checkpoint], loaded, given, progress)
     else:
         spec = as_task_spec(task)
         config, location = recipe_settings(spec.benchmark, given), _data_location(data_dir)
-    systems = pretrained_systems([checkpoint], config, [spec])
+    systems = pretrained_systems([checkpoint], config, [spec], loaded=loaded)
     folder = out or default_out(spec)
     chosen = seed_list(seeds)
     report = run_benchmark(systems, [spec], chosen, folder, f"Fine-tuning on {spec.key}", data_dir,
@@ -165,16 +168,18 @@ def run_benchmark_verb(name: str | None, checkpoints: Sequence[Path], tasks: Seq
         if name or tasks:
             raise ConfigError(f"--data {table.path} is benchmarked on its own: leave out the benchmark name and "
                               f"--tasks (run a benchmark's tasks separately)")
-        modality, spec, config, location = _own_data(table, checkpoints, given, progress)
+        loaded = read_polymask_checkpoints(checkpoints)
+        modality, spec, config, location = _own_data(table, checkpoints, loaded, given, progress)
         specs, family, label = [spec], modality.finetune_recipe, spec.key
     else:
+        loaded = None  # pretrained_systems reads them
         specs = [as_task_spec(key) for key in chosen_tasks(name, list(tasks) if tasks else None)]
         family = name or _tasks_family(specs)
         config = recipe_settings(name, given) if name else own_table_settings(family, given)
         if not name:
             _settings_name_tasks_run(config, specs)
         location, label = _data_location(data_dir), name or "-".join(dict.fromkeys(spec.benchmark for spec in specs))
-    systems = pretrained_systems(list(checkpoints), config, specs, untrained=references)
+    systems = pretrained_systems(list(checkpoints), config, specs, untrained=references, loaded=loaded)
     if references:
         systems += reference_systems(family, systems[0].modality, config, [] if name else [MEAN_ROW], specs)
     folder = out or default_benchmark_out(slug(label))

@@ -7,36 +7,35 @@ through the same cells as a built-in task, so the result is a benchmark cell's s
 from __future__ import annotations
 
 from pathlib import Path
-from typing import Any, Sequence
+from typing import Any, Mapping, Sequence
 
 from polymask.benchmarking.runner import slug
-from polymask.checkpoints.pretrained import read_checkpoint
+from polymask.checkpoints.pretrained import LoadedCheckpoint
 from polymask.errors import ConfigError
 from polymask.finetune_config import FinetuneConfig
 from polymask.modalities import build_modality
 from polymask.modalities.base import Modality
 from polymask.tasks.data.own_table import OwnTable, describe_own_task
 from polymask.tasks.data.spec import TaskSpec
-from polymask.tasks.finetune.hf_folder import is_hf_folder
 from polymask.tasks.finetune.recipe import own_table_settings
 
 
-def table_modality(checkpoints: Sequence[Path]) -> Modality:
+def table_modality(checkpoints: Sequence[Path], loaded: Mapping[Path, LoadedCheckpoint]) -> Modality:
     """The modality a user's table is read with: the first polymask checkpoint's (a Hugging Face folder beside it
-    reads the same records)."""
-    first = next((path for path in checkpoints if not is_hf_folder(path)), None)
+    reads the same records); ``loaded``: the polymask checkpoints among ``checkpoints``, read."""
+    first = next((path for path in checkpoints if path in loaded), None)
     if first is None:
         raise ConfigError(f"{checkpoints[0]}: --data needs a polymask checkpoint, whose modality reads the table; a "
                           f"Hugging Face folder is fine-tuned on built-in tasks (--task), or benchmarked beside a "
                           f"polymask checkpoint")
-    return build_modality(read_checkpoint(first).run_config.modality)
+    return build_modality(loaded[first].run_config.modality)
 
 
-def own_data_task(table: OwnTable, checkpoints: Sequence[Path],
+def own_data_task(table: OwnTable, checkpoints: Sequence[Path], loaded: Mapping[Path, LoadedCheckpoint],
                   given: dict[str, Any]) -> tuple[Modality, TaskSpec, FinetuneConfig]:
     """The modality that reads ``table`` (``table_modality``), the spec of its task, and the fine-tuning settings:
     ``given`` over the recipe of the modality's benchmark (``Modality.finetune_recipe``)."""
-    modality = table_modality(checkpoints)
+    modality = table_modality(checkpoints, loaded)
     return modality, table.spec(modality), own_table_settings(modality.finetune_recipe, given)
 
 

@@ -222,12 +222,18 @@ def _one_modality(checkpoints: dict[Path, System]) -> None:
                           f"differently: benchmark one modality's checkpoints together")
 
 
+def read_polymask_checkpoints(paths: Sequence[Path]) -> dict[Path, LoadedCheckpoint]:
+    """The polymask checkpoints among ``paths`` (not the Hugging Face folders), each read and verified once."""
+    return {path: read_checkpoint(path) for path in paths if not is_hf_folder(path)}
+
+
 def pretrained_systems(paths: list[Path], config: FinetuneConfig, tasks: Sequence[str | TaskSpec],
-                       untrained: bool = False) -> list[System]:
+                       untrained: bool = False, loaded: dict[Path, LoadedCheckpoint] | None = None) -> list[System]:
     """One row per ``--checkpoint`` path, in order: a polymask checkpoint, or a Hugging Face folder
     (``is_hf_folder``), whose records are read with the first checkpoint's modality (else the tasks' own, with
     its default settings) so that every row sees the same examples. With ``untrained`` also the "no pretraining"
-    row: the first polymask checkpoint's architecture, else the first folder's, randomly initialised."""
+    row: the first polymask checkpoint's architecture, else the first folder's, randomly initialised. ``loaded``:
+    the polymask checkpoints already read (``read_polymask_checkpoints``)."""
     hf_paths = [path for path in paths if is_hf_folder(path)]
     specs = [as_task_spec(task) for task in tasks] if hf_paths else []
     spans = [spec.key for spec in specs if not spec.task_kind.table]
@@ -235,7 +241,7 @@ def pretrained_systems(paths: list[Path], config: FinetuneConfig, tasks: Sequenc
         raise ConfigError(f"{hf_paths[0]}: a Hugging Face folder is fine-tuned on table tasks "
                           f"({', '.join(table_kinds())}) only, not on {', '.join(spans)}")
     folders = [load_hf_folder(path) for path in hf_paths]
-    loaded = {path: read_checkpoint(path) for path in paths if path not in hf_paths}  # each read once, for both rows
+    loaded = read_polymask_checkpoints(paths) if loaded is None else loaded  # each read once, for both rows
     ours = {path: checkpoint_system(path, config, checkpoint) for path, checkpoint in loaded.items()}
     _one_modality(ours)
     modality = next(iter(ours.values())).modality if ours else _tasks_modality(specs)
