@@ -26,6 +26,7 @@ import argparse
 import csv
 import json
 import math
+import shlex
 from collections import defaultdict
 from pathlib import Path
 from typing import Any
@@ -223,7 +224,7 @@ def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("folders", nargs="+", type=Path, help="polymask compare --out folders")
     parser.add_argument("--contrast", action="append", default=[], metavar="'NAME A B'",
-                        help="A minus B at every budget both rows have (repeatable)")
+                        help="A minus B at every budget both rows have (repeatable; quote a row name with spaces)")
     parser.add_argument("--curve", nargs="*", default=[], help="rows to plot against steps and training time")
     parser.add_argument("--out", type=Path, required=True)
     args = parser.parse_args()
@@ -247,7 +248,7 @@ def main() -> None:
         summary.append(entry)
     contrasts = []
     for text in args.contrast:
-        name, a, b = text.split()
+        name, a, b = shlex.split(text)  # a row named with spaces in quotes: 'no pretraining'
         unknown = [row for row in (a, b) if not any(label == row for label, _ in means)]
         if unknown:
             raise SystemExit(f"--contrast '{text}': no row {', '.join(unknown)} (rows: "
