@@ -250,8 +250,8 @@ def write_compare_report(out: Path, modality: str, budget: Budget, runs: list[di
     lines += ["", "Validation losses are each objective's own loss (MLM cross-entropy, MAE-LM's decoder "
               "cross-entropy, ExLM's DAG loss per target) and are not comparable across objectives, nor across "
               "settings of one (with kept tokens, `mask_prob` + `random_prob` below 1, the loss also counts tokens "
-              "the encoder sees and can copy); the accuracy at [MASK] and the benchmarks below are. The unigram accuracy is what predicting the most frequent token everywhere "
-              "scores; the effective rank counts the directions holding 90% of the variance of the encoder's final "
+              "the encoder sees and can copy); the accuracy at [MASK] and the benchmarks below are. The unigram "
+              "accuracy is what predicting the most frequent token everywhere scores; the effective rank counts the directions holding 90% of the variance of the encoder's final "
               "states on validation tokens (see docs/collapse.md).", "", "![validation loss](loss_curves.png)", ""]
     rows: list[dict[str, Any]] = []
     for benchmark, folder in benchmarks.items():
