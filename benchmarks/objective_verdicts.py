@@ -11,9 +11,10 @@ the untrained and reference rows keep their benchmark names. Per pretraining see
 averaged over the fine-tuning seeds. A contrast "NAME A B" is A minus B at every budget both have, on validation
 (where choices are made) and test:
 
-- over pretraining seeds (both rows with two or more): the difference of the per-seed means with a 95% interval
-  from the pretraining-seed variance pooled over every row that has several seeds at that budget (Student's t on
-  the pooled degrees of freedom), and Welch's p over the two rows' seeds;
+- over pretraining seeds: the difference of the per-seed means with a 95% interval from the pretraining-seed
+  variance pooled over every row that has several seeds at that budget (Student's t on the pooled degrees of
+  freedom; a row with one seed is taken to vary as those rows do), and Welch's p over the two rows' seeds (both
+  rows with two or more);
 - over fine-tuning seeds: Welch's p over the per-fine-tuning-seed task means (averaged over pretraining seeds),
   which tests fine-tuning noise only.
 
@@ -159,12 +160,13 @@ def contrast(a: tuple[list[float], list[float]], b: tuple[list[float], list[floa
     effect = float(np.mean(a_pt) - np.mean(b_pt))
     sd, dof = pooled
     low = high = float("nan")
-    if len(a_pt) > 1 and len(b_pt) > 1 and dof:
+    if dof:  # a row with one seed borrows the spread of the rows with several
         half = stats.t.ppf(0.975, dof) * sd * math.sqrt(1 / len(a_pt) + 1 / len(b_pt))
         low, high = effect - half, effect + half
     _, p_pretraining = welch_verdict(a_pt, b_pt, True)
     _, p_finetuning = welch_verdict(a_ft, b_ft, True)
-    beyond = "n/a (one pretraining seed)" if math.isnan(low) else ("yes" if low > 0 or high < 0 else "no")
+    beyond = "n/a (no row with several pretraining seeds)" if math.isnan(low) else (
+        "yes" if low > 0 or high < 0 else "no")
     return {"effect": effect, "ci_low": low, "ci_high": high, "pooled_sd": sd, "pooled_dof": dof,
             "beyond_pretraining_noise": beyond, "p_pretraining": p_pretraining, "p_finetuning": p_finetuning,
             "pretraining_seeds": [len(a_pt), len(b_pt)]}

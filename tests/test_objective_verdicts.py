@@ -27,8 +27,11 @@ def test_the_interval_pools_the_pretraining_seed_variance_of_every_row(verdicts)
     assert (result["ci_low"], result["ci_high"]) == pytest.approx((0.10 - half, 0.10 + half), abs=1e-5)
     assert result["beyond_pretraining_noise"] == "yes" and result["pretraining_seeds"] == [2, 2]
     single = verdicts.contrast(([0.5], [0.5, 0.51, 0.49]), ([0.4], [0.4, 0.41, 0.39]), (sd, dof))
-    assert single["beyond_pretraining_noise"] == "n/a (one pretraining seed)" and math.isnan(single["ci_low"])
-    assert single["p_finetuning"] < 0.05
+    wide = 3.182446 * sd * math.sqrt(2)  # one seed a side: sqrt(1/1 + 1/1), the spread borrowed from the pool
+    assert (single["ci_low"], single["ci_high"]) == pytest.approx((0.10 - wide, 0.10 + wide), abs=1e-5)
+    assert single["p_finetuning"] < 0.05 and math.isnan(single["p_pretraining"])
+    unpooled = verdicts.contrast(([0.5], [0.5]), ([0.4], [0.4]), (float("nan"), 0))
+    assert unpooled["beyond_pretraining_noise"].startswith("n/a") and math.isnan(unpooled["ci_low"])
 
 
 def _folder(path: Path, steps: int, runs: dict[str, list[float]]) -> Path:
