@@ -62,8 +62,9 @@ def test_a_checkpoint_kept_without_optimizer_state_reads_but_cannot_resume(tmp_p
     checkpoint = read_checkpoint(tmp_path / "run")
     assert checkpoint.step == 2 and checkpoint.pretraining_tokens() > 0
     checkpoint.build_encoder()
-    with pytest.raises(CheckpointError, match="optimizer state .* was removed, so the run cannot resume"):
+    with pytest.raises(CheckpointError, match="optimizer state .* was removed, so the run cannot resume") as error:
         train(resume=tmp_path / "run")
+    assert f"remove {tmp_path / 'run'} to pretrain the run again" in str(error.value)
 
 
 def test_a_crash_while_saving_keeps_the_previous_checkpoint(tmp_path, make_config, monkeypatch):
