@@ -278,7 +278,7 @@ class LoadedCheckpoint:
         if not (self.folder / OPTIMIZER_STATE).exists():
             raise CheckpointError(f"{self.folder}: its optimizer state ({OPTIMIZER_STATE}) was removed, so the run "
                                   f"cannot resume from it; fine-tune, embed, analyse or export it, or remove "
-                                  f"{self.folder.parent.parent} to pretrain the run again from its first step")
+                                  f"{self.run_dir()} to pretrain the run again from its first step")
         return state, _load_tensors(self.folder, OPTIMIZER_STATE)
 
     def build_objective(self) -> "Objective":
