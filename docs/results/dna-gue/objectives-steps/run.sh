@@ -3,6 +3,7 @@
 # core; every job resumes or reuses what is finished, so rerun the same lines after an interruption:
 #   nohup docs/results/dna-gue/objectives-steps/run.sh steps-7358 > runs/steps-7358.log 2>&1 &
 #   nohup docs/results/dna-gue/objectives-steps/run.sh h1-seeds > runs/h1-seeds.log 2>&1 &
+#   nohup docs/results/dna-gue/objectives-steps/run.sh exlm-seeds > runs/exlm-seeds.log 2>&1 &
 # later: steps-3679 and steps-14716 (the H4 curve), two jobs on one folder share its runs and cells.
 # BENCHMARK_SEEDS=1 screens on one fine-tuning seed; a later run with 3 reuses the seed-0 cells.
 set -euo pipefail
@@ -10,7 +11,8 @@ cd "$(dirname "$0")/../../../.."
 D=docs/results/dna-gue/objectives-steps
 POLYMASK=${POLYMASK:-.venv/bin/polymask}
 H1=(mlm mlm100=mlm:mask_prob=1.0,random_prob=0.0 maelm maelm1010=maelm:mask_prob=0.8,random_prob=0.1)
-ALL=("${H1[@]}" exlm exlm1010=exlm:mask_prob=0.8,random_prob=0.1
+EXLM=(exlm exlm1010=exlm:mask_prob=0.8,random_prob=0.1)
+ALL=("${H1[@]}" "${EXLM[@]}"
      maelm-ref2=maelm:decoder_layers=2,decoder_positions=absolute,decoder_input_norm=true
      maelm-ref4=maelm:decoder_layers=4,decoder_positions=absolute,decoder_input_norm=true
      exlm-ref=exlm:transition_grad=1,group_attention=per_state,next_group_bias=0)
@@ -20,14 +22,15 @@ CURVE=(mlm maelm exlm)
     prom_300_tata prom_core_all prom_core_notata prom_core_tata tf_0 tf_1 tf_2 tf_3 tf_4 \
     --data-dir "${POLYMASK_DATA_DIR:-/work/shared/data}" --out runs/gue-corpus
 
-# h1-seeds reads its seed-0 runs and their cells from steps-7358: links, so each is computed once
-for row in mlm:mlm mlm100:mlm maelm:maelm maelm1010:maelm; do
-  label=${row%%:*}; objective=${row##*:}
+# h1-seeds and exlm-seeds read their seed-0 runs and cells from steps-7358: links, so each is computed once
+for row in h1-seeds:mlm:mlm h1-seeds:mlm100:mlm h1-seeds:maelm:maelm h1-seeds:maelm1010:maelm \
+           exlm-seeds:exlm:exlm exlm-seeds:exlm1010:exlm; do
+  IFS=: read -r folder label objective <<< "$row"
   mkdir -p $D/steps-7358/pretrain/$label-seed0 $D/steps-7358/benchmark-dna/cells/$label-seed0-$objective \
-           $D/h1-seeds/pretrain $D/h1-seeds/benchmark-dna/cells
-  [ -e $D/h1-seeds/pretrain/$label-seed0 ] || ln -s ../../steps-7358/pretrain/$label-seed0 $D/h1-seeds/pretrain/
-  [ -e $D/h1-seeds/benchmark-dna/cells/$label-seed0-$objective ] || \
-    ln -s ../../../steps-7358/benchmark-dna/cells/$label-seed0-$objective $D/h1-seeds/benchmark-dna/cells/
+           $D/$folder/pretrain $D/$folder/benchmark-dna/cells
+  [ -e $D/$folder/pretrain/$label-seed0 ] || ln -s ../../steps-7358/pretrain/$label-seed0 $D/$folder/pretrain/
+  [ -e $D/$folder/benchmark-dna/cells/$label-seed0-$objective ] || \
+    ln -s ../../../steps-7358/benchmark-dna/cells/$label-seed0-$objective $D/$folder/benchmark-dna/cells/
 done
 
 compare() {  # compare FOLDER BUDGET "SEEDS" [--no-references] -- VARIANTS...
@@ -42,10 +45,11 @@ compare() {  # compare FOLDER BUDGET "SEEDS" [--no-references] -- VARIANTS...
     --data-dir "${POLYMASK_DATA_DIR:-/work/shared/data}" --out $out
 }
 
-case ${1:?which folder: steps-7358, h1-first, h1-seeds, steps-3679 or steps-14716} in
+case ${1:?which folder: steps-7358, h1-first, h1-seeds, exlm-seeds, steps-3679 or steps-14716} in
   steps-7358) compare steps-7358 7358-steps 0 -- "${ALL[@]}" ;;
   h1-first) compare steps-7358 7358-steps 0 -- "${H1[@]}" ;;  # H1's seed-0 rows and the references, before the rest
   h1-seeds) compare h1-seeds 7358-steps "0 1" --no-references -- "${H1[@]}" ;;
+  exlm-seeds) compare exlm-seeds 7358-steps "0 1" --no-references -- "${EXLM[@]}" ;;
   steps-3679) compare steps-3679 3679-steps 0 --no-references -- "${CURVE[@]}" ;;
   steps-14716) compare steps-14716 14716-steps 0 --no-references -- "${CURVE[@]}" ;;
   *) echo "unknown folder $1" >&2; exit 2 ;;
