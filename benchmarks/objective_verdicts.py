@@ -245,7 +245,7 @@ def main() -> None:
             per_pt, per_ft = by_split[split]
             entry[f"{split}_mean"] = float(np.mean(per_pt))
             entry[f"{split}_sd"] = float(np.std(per_pt, ddof=1)) if len(per_pt) > 1 else float("nan")
-            entry[f"{split}_ft_sd"] = float(np.std(per_ft, ddof=0))
+            entry[f"{split}_ft_sd"] = float(np.std(per_ft, ddof=0)) if len(per_ft) > 1 else float("nan")
             entry[f"{split}_per_pretraining_seed"] = per_pt
         summary.append(entry)
     contrasts = []
@@ -272,7 +272,7 @@ def main() -> None:
         minutes = "–" if not e["mean_train_time_s"] else f"{e['mean_train_time_s'] / 60:.1f}"
         tokens = "–" if not e["tokens"] else f"{e['tokens'] / 1e6:.1f}M"
         lines.append(f"| {e['row']} | {e['budget']} | {_number(e['steps'], ',.0f')} | {e['pretraining_seeds']} | {tokens} | {minutes} | "
-                     f"{e['valid_mean']:.3f} | {_number(e['valid_sd'])} | {e['valid_ft_sd']:.3f} | "
+                     f"{e['valid_mean']:.3f} | {_number(e['valid_sd'])} | {_number(e['valid_ft_sd'])} | "
                      f"{', '.join(f'{v:.3f}' for v in e['valid_per_pretraining_seed'])} | {e['test_mean']:.3f} | "
                      f"{_number(e['test_sd'])} |")
     lines += _per_task_table(scores)

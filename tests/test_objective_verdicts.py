@@ -76,3 +76,14 @@ def test_a_running_compare_is_read_from_its_finished_runs_and_cells(verdicts, tm
     assert set(costs) == {("mlm", "50 steps"), ("mlm100", "50 steps")}
     assert scores[("mlm100", "50 steps")][0]["valid"][0] == {"dna/t": 0.4}
     assert "| mlm | 50 steps | 0.500 (1) |" in "\n".join(verdicts._per_task_table(scores))
+
+
+def test_one_fine_tuning_seed_has_no_fine_tuning_spread(verdicts, tmp_path, monkeypatch):
+    """A screen (one fine-tuning seed per run) writes its fine-tuning sd as null and '–', never 0."""
+    folder = _folder(tmp_path / "screen", 100, {"mlm-seed0": [0.5], "mlm-seed1": [0.6], "mlm100-seed0": [0.4]})
+    monkeypatch.setattr("sys.argv", ["objective_verdicts.py", str(folder), "--contrast", "H1 mlm100 mlm",
+                                     "--out", str(tmp_path / "out")])
+    verdicts.main()
+    rows = {row["row"]: row for row in json.loads((tmp_path / "out" / "verdicts.json").read_text())["rows"]}
+    assert rows["mlm"]["valid_ft_sd"] is None and rows["mlm"]["valid_sd"] == pytest.approx(0.0707, abs=1e-4)
+    assert "| mlm | 100 steps | 100 | 2 | 0.0M | 0.2 | 0.550 | 0.071 | – |" in (tmp_path / "out" / "verdicts.md").read_text()
