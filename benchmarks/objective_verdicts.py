@@ -297,7 +297,8 @@ def main() -> None:
         writer = csv.DictWriter(handle, fieldnames=[k for k in summary[0] if not isinstance(summary[0][k], list)],
                                 extrasaction="ignore")
         writer.writeheader()
-        writer.writerows(summary)
+        writer.writerows({key: "" if isinstance(value, float) and math.isnan(value) else value  # blank, not nan
+                          for key, value in entry.items()} for entry in summary)
     print(args.out / "verdicts.md")
 
 
