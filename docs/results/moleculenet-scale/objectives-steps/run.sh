@@ -36,6 +36,6 @@ compare() {  # compare FOLDER BUDGET "SEEDS" [--no-references] -- VARIANTS...
 case ${1:?which folder: steps-1039, steps-2078 or seeds} in
   steps-1039) compare steps-1039 1039-steps 0 -- "${ROWS[@]}" ;;
   steps-2078) compare steps-2078 2078-steps 0 --no-references -- "${ROWS[@]}" ;;
-  seeds) compare seeds 1039-steps 1 --no-references -- "${ROWS[@]:0:6}" ;;  # H1's rows, a second pretraining seed
+  seeds) compare seeds 1039-steps 1 --no-references -- "${ROWS[@]:0:6}" ;;  # every row but exlm-ref, a second pretraining seed
   *) echo "unknown folder $1" >&2; exit 2 ;;
 esac
