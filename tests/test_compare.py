@@ -1,6 +1,7 @@
 """``polymask compare`` end to end at toy scale: two objectives, a step budget, one MoleculeNet task."""
 import csv
 import json
+import re
 
 import pytest
 
@@ -101,6 +102,17 @@ def test_objective_variants_parse_with_labels_and_options():
     listed = parse_variants(["x=exlm:k=2,transitions=sparse,max_slots=64"])[0].options
     assert listed == {"k": 2, "transitions": "sparse", "max_slots": 64}
     assert parse_variants(["y=mlm:a=[1, 2],b=3"])[0].options == {"a": [1, 2], "b": 3}  # a comma inside a value
+
+
+def test_a_variant_s_bad_option_is_one_line_naming_what_was_typed(tmp_path):
+    from polymask.compare.run import variant_config
+    from polymask.compare.variants import parse_variants
+
+    base = {"modality": {"name": "smiles"}, "objective": {"name": "mlm"}}
+    for typed, said in (("mlm:mask_prob=abc", "mlm-mask_probabc = mlm (mask_prob=abc)"),
+                        ("kept=maelm:mask_prob=0.5,random_prob=0.6", "kept = maelm (mask_prob=0.5, random_prob=0.6)")):
+        with pytest.raises(ConfigError, match=re.escape(f"--objectives {said}: ")):
+            variant_config(base, parse_variants([typed])[0], 0, tmp_path)
 
 
 def test_a_variant_s_options_go_over_the_base_recipe_s(tmp_path):

@@ -118,7 +118,8 @@ def variant_config(base: dict[str, Any], variant: Variant, seed: int, out: Path)
         config = run_config(base, variant, seed, out / "pretrain" / f"{variant.label}-seed{seed}")
         trial_step(config)
     except (ConfigError, ValueError, RuntimeError) as exc:
-        raise ConfigError(f"--objectives {variant.label}: {one_line(exc)}") from None
+        named = variant.label if variant.label == variant.describe() else f"{variant.label} = {variant.describe()}"
+        raise ConfigError(f"--objectives {named}: {one_line(exc)}") from None
     return config
 
 
