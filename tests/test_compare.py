@@ -203,8 +203,9 @@ def test_compare_resolves_task_names_as_polymask_benchmark_does():
     (["--objectives", "mlm,maelm:mask_prob=0.8"], "one variant per argument"),
     (["--objectives", "mlm", "x=mlm:mask_prob=[1"], "the value of mask_prob: not valid YAML"),
     (["--objectives", "mlm", "x=maelm:decoder_positions=absolute,decoder_max_positions=16"],
-     "--objectives x: sequence of 128 positions exceeds the decoder's position table (16)"),
-    (["--objectives", "mlm", "x=maelm:decoder_heads=3"], "--objectives x: decoder width"),
+     "--objectives x = maelm (decoder_positions=absolute, decoder_max_positions=16): sequence of 128 positions "
+     "exceeds the decoder's position table (16)"),
+    (["--objectives", "mlm", "x=maelm:decoder_heads=3"], "--objectives x = maelm (decoder_heads=3): decoder width"),
     (["--objectives", "mlm", "m=mlm:mask_prob"], "'mask_prob' is not a KEY=VALUE option of mlm"),
     (["--objectives", "mlm", "a/b=mlm:mask_prob=1"], "label 'a/b' must be letters"),
     (["--objectives", "mlm", "mlm:mask_prop=1"], "mask_prop"),
