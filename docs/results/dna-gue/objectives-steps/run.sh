@@ -16,7 +16,7 @@ ALL=("${H1[@]}" "${EXLM[@]}"
      maelm-ref2=maelm:decoder_layers=2,decoder_positions=absolute,decoder_input_norm=true
      maelm-ref4=maelm:decoder_layers=4,decoder_positions=absolute,decoder_input_norm=true
      exlm-ref=exlm:transition_grad=1,group_attention=per_state,next_group_bias=0)
-# the H4 curve, longest runs first (ExLM ~2.2 h, MLM ~2 h at 14,716 steps) so that two jobs started together end
+# the H4 curve, longest runs first (ExLM 2.4 h measured, MLM ~2 h at 14,716 steps) so that two jobs started together end
 # within a session; ExLM 10/10 last (it led ExLM at N: does the lift hold at N/2 and 2N?)
 CURVE=(exlm mlm maelm "${EXLM[1]}")
 
