@@ -267,6 +267,15 @@ def test_a_kept_run_is_reused_from_where_it_is_and_its_plan_is_checked(tmp_path)
     assert (run_dir / "summary.json").is_file()
 
 
+def test_a_step_budget_runs_every_step_though_the_recipe_has_a_clock(tmp_path, capsys):
+    from polymask.compare.pretrain import pretrain
+
+    recipe = {**_base(), "train": {"max_time": 0.001, "eval_every": 100, "save_every": 100}}
+    run = pretrain(recipe, "mlm", 0, parse_budget("6-steps"), tmp_path)
+    assert run["steps"] == 6 and run["status"] == "completed"
+    assert "train.max_time (0.001 s) is dropped: the budget (6 optimiser steps per run)" in capsys.readouterr().err
+
+
 def test_a_kept_run_must_point_at_its_last_checkpoint_and_a_diverged_one_is_final(tmp_path):
     from polymask.compare.pretrain import pretrain
     from polymask.compare.report import DIVERGED_VERDICT, NO_BASELINE_VERDICT

@@ -191,6 +191,10 @@ def _pretrain_held(base: dict[str, Any], variant: Variant, seed: int, budget: Bu
     if budget.kind == "time":
         plan["max_steps"] = TIME_BUDGET_STEP_CEILING * plan["steps"]
         schedule.max_time, schedule.max_steps = budget.amount, plan["max_steps"]
+    elif schedule.max_time is not None:  # the budget sets every run's length: a recipe's clock would cut runs unequally
+        _say(f"the recipe's train.max_time ({schedule.max_time:g} s) is dropped: the budget ({budget.describe()}) "
+             f"sets the length")
+        schedule.max_time = None
     write_json(plan_file, plan)
     _say(f"pretraining {run_dir} ({budget.describe()})")
     summary = _train_to_end(lambda: Trainer(config, existing="overwrite").fit(), run_dir)  # a start that saved nothing
