@@ -35,14 +35,11 @@ if [ ! -f runs/text-corpus/corpus.txt ]; then
       --words wikipedia=13e6 gutenberg=8e6 imdb=7e6 wikinews=4e6 --out runs/text-corpus
 fi
 
-compare() {  # compare FOLDER BUDGET "SEEDS" [--no-references] -- VARIANTS...
-  local out=$D/$1 budget=$2 seeds=$3; shift 3
-  local refs=(); if [ "$1" = "--no-references" ]; then refs=(--no-references); shift; fi
-  [ "$1" = "--" ] && shift
+compare() {  # compare FOLDER BUDGET: every row, pretraining seed 0, with the untrained and TF-IDF rows
   OMP_NUM_THREADS=2 $POLYMASK compare --modality text --config text-mlm-corpus --data runs/text-corpus/corpus.txt \
-    --objectives "$@" --budget $budget --seeds $seeds --benchmark-seeds "${BENCHMARK_SEEDS:-3}" --tasks "${TASKS[@]}" \
+    --objectives "${ROWS[@]}" --budget $2 --seeds 0 --benchmark-seeds "${BENCHMARK_SEEDS:-3}" --tasks "${TASKS[@]}" \
     --set train.threads=2 --set train.keep_checkpoints=2 --set train.eval_every=100 --set train.save_every=100 \
-    --finetune-set save_model=false "${refs[@]}" --data-dir "$DATA/glue" --out $out
+    --finetune-set save_model=false --data-dir "$DATA/glue" --out $D/$1
 }
 
 probe() {  # probe FOLDER: the frozen joint-pair STS-B probe of every finished run, on the validation split
@@ -51,6 +48,6 @@ probe() {  # probe FOLDER: the frozen joint-pair STS-B probe of every finished r
 }
 
 case ${1:?which folder: steps-1250} in
-  steps-1250) compare steps-1250 1250-steps 0 -- "${ROWS[@]}" && probe steps-1250 ;;
+  steps-1250) compare steps-1250 1250-steps && probe steps-1250 ;;
   *) echo "unknown folder $1" >&2; exit 2 ;;
 esac
