@@ -4,7 +4,8 @@
 #   nohup docs/results/dna-gue/objectives-steps/run.sh steps-7358 > runs/steps-7358.log 2>&1 &
 #   nohup docs/results/dna-gue/objectives-steps/run.sh h1-seeds > runs/h1-seeds.log 2>&1 &
 #   nohup docs/results/dna-gue/objectives-steps/run.sh exlm-seeds > runs/exlm-seeds.log 2>&1 &
-# later: steps-3679 and steps-14716 (the H4 curve), two jobs on one folder share its runs and cells.
+# later: steps-3679 and steps-14716 (the H4 curve), two jobs on one folder share its runs and cells; labels after the
+# folder keep only those rows (run.sh steps-14716 exlm mlm maelm: their cells, while exlm1010 still pretrains).
 # BENCHMARK_SEEDS=1 screens on one fine-tuning seed; a later run with 3 reuses the seed-0 cells.
 set -euo pipefail
 cd "$(dirname "$0")/../../../.."
@@ -35,12 +36,20 @@ for row in h1-seeds:mlm:mlm h1-seeds:mlm100:mlm h1-seeds:maelm:maelm h1-seeds:ma
     ln -s ../../../steps-7358/benchmark-dna/cells/$label-seed0-$objective $D/$folder/benchmark-dna/cells/
 done
 
+ONLY=("${@:2}")
+only() {  # the variants named in ONLY (all without it)
+  [ ${#ONLY[@]} -eq 0 ] && { printf '%s\n' "$@"; return; }
+  local v l; for v in "$@"; do for l in "${ONLY[@]}"; do [ "${v%%=*}" = "$l" ] && echo "$v"; done; done; return 0
+}
+
 compare() {  # compare FOLDER BUDGET "SEEDS" [--no-references] -- VARIANTS...
   local out=$D/$1 budget=$2 seeds=$3; shift 3
   local refs=(); if [ "$1" = "--no-references" ]; then refs=(--no-references); shift; fi
   [ "$1" = "--" ] && shift
+  local variants; mapfile -t variants < <(only "$@")
+  [ ${#variants[@]} -gt 0 ] || { echo "no row of $out is named ${ONLY[*]}" >&2; exit 2; }
   local tf=(); for t in tf_0 tf_1 tf_2 tf_3 tf_4; do tf+=(--finetune-set "task_settings.$t={epochs: 20, patience: 3}"); done
-  OMP_NUM_THREADS=1 $POLYMASK compare --modality dna --config dna-gue-mlm-3mer --objectives "$@" \
+  OMP_NUM_THREADS=1 $POLYMASK compare --modality dna --config dna-gue-mlm-3mer --objectives "${variants[@]}" \
     --budget $budget --seeds $seeds --benchmark-seeds "${BENCHMARK_SEEDS:-3}" --tasks tf_0 tf_1 tf_2 tf_3 tf_4 prom_core_all prom_core_notata mouse_4 \
     prom_300_tata prom_core_tata mouse_0 mouse_2 mouse_3 --max-train-examples 5000 --set train.keep_checkpoints=2 \
     --set train.eval_every=500 --set train.save_every=500 --finetune-set save_model=false "${tf[@]}" "${refs[@]}" \
