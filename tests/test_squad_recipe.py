@@ -1,19 +1,12 @@
 """benchmarks/squad_recipe.py: one row per recipe folder and system, ranked by validation F1 only."""
-import importlib.util
 import json
 from pathlib import Path
 
 import pytest
 
-SCRIPT = Path(__file__).parents[1] / "benchmarks" / "squad_recipe.py"
+from tests.test_rxnfp_folder import load_script
 
-
-@pytest.fixture(scope="module")
-def recipe():
-    spec = importlib.util.spec_from_file_location("squad_recipe", SCRIPT)
-    module = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(module)
-    return module
+recipe = load_script("squad_recipe")
 
 
 def _cell(folder: Path, system: str, seed: int, valid: float, test: float, max_len: int, lr: float) -> None:
@@ -26,7 +19,7 @@ def _cell(folder: Path, system: str, seed: int, valid: float, test: float, max_l
                                 "epochs_run": 7, "time_s": 600.0, "identity": {"system": {"finetune": finetune}}}))
 
 
-def test_recipes_rank_by_the_named_systems_validation_f1_and_never_by_test(recipe, tmp_path):
+def test_recipes_rank_by_the_named_systems_validation_f1_and_never_by_test(tmp_path):
     _cell(tmp_path / "w128-lr1e-3", "enc (mlm)", 0, 30.0, 10.0, 128, 1e-3)
     _cell(tmp_path / "w128-lr1e-3", "enc (mlm)", 1, 28.0, 12.0, 128, 1e-3)
     _cell(tmp_path / "w256-lr3e-4", "enc (mlm)", 0, 25.0, 40.0, 256, 3e-4)
